@@ -1,0 +1,58 @@
+"""What every estimator shares: the step report (``Info``) and the estimator protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import torch
+
+from estimators.history import History, Rows
+
+
+class EstimatorConfigError(ValueError):
+    """An estimator setting is out of its valid range."""
+
+
+def check(condition: bool, message: str) -> None:
+    if not condition:
+        raise EstimatorConfigError(message)
+
+
+@dataclass(frozen=True)
+class Info:
+    """What one ``update`` did. ``log_evidence_increment`` is log p̂(chunk | past)."""
+
+    rows: int
+    log_evidence_increment: float
+    log_evidence_increment_variance: float
+    ess: float  # effective sample size of the particle weights after the update
+    min_ess: float  # smallest ESS reached during annealing, before any resampling
+    annealing_steps: int
+    resamples: int
+    sub_chunks: int
+    reanchors: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+StateT = TypeVar("StateT")
+
+
+class Estimator(Protocol[StateT]):
+    """``init`` + ``update`` over explicit, immutable state (a NamedTuple of tensors)."""
+
+    state_type: type
+
+    def init(self, generator: torch.Generator) -> StateT: ...
+
+    def update(
+        self, state: StateT, chunk: Rows, history: History, generator: torch.Generator
+    ) -> tuple[StateT, Info]: ...
+
+    def log_evidence(self, state: StateT) -> float: ...
+
+    def log_evidence_variance(self, state: StateT) -> float: ...
+
+    def n_observations(self, state: StateT) -> int: ...

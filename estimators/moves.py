@@ -1,0 +1,49 @@
+"""Settings shared by every estimator that moves particles with SGHMC, and its step size."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from estimators.base import check
+
+PRECONDITIONERS = ("identity", "particles")
+
+
+@dataclass(frozen=True)
+class MoveConfig:
+    particles: int = 64
+    steps: int = 10  # SGHMC steps per move (one move per annealing step)
+    lr: float = 0.05  # learning rate: η = lr / n (identity) or lr · particle variance
+    friction: float = 0.1  # α: momentum decay per step
+    batch_size: int = 100  # minibatch size for the past data; full batches below it
+    control_variates: bool = True
+    preconditioner: str = "identity"
+
+    def __post_init__(self) -> None:
+        check(self.particles >= 2, "particles must be >= 2")
+        check(self.steps >= 1, "steps must be >= 1")
+        check(self.lr > 0.0, "lr must be positive")
+        check(0.0 < self.friction <= 1.0, "friction must be in (0, 1]")
+        check(self.batch_size >= 1, "batch_size must be >= 1")
+        check(
+            self.preconditioner in PRECONDITIONERS,
+            f"preconditioner must be one of {PRECONDITIONERS}, got {self.preconditioner!r}",
+        )
+
+
+def step_size(config: MoveConfig, theta: Tensor, log_weights: Tensor, rows: float) -> Tensor:
+    """SGHMC step η per coordinate for a target holding ``rows`` (possibly tempered) rows.
+
+    identity: η = lr / n, the O(1/n) step of the SG-AIS literature (n floored at 1: the prior).
+    particles: η_j = lr · Var_W(θ_j), the weighted particle variance as a diagonal inverse mass
+    matrix; for a posterior with per-row Fisher information F_j this is lr / (n F_j).
+    """
+    if config.preconditioner == "identity":
+        return torch.full((theta.shape[1],), config.lr / max(rows, 1.0), dtype=theta.dtype)
+    weights = torch.softmax(log_weights, 0)
+    mean = weights @ theta
+    variance = weights @ (theta - mean) ** 2
+    return config.lr * variance.clamp_min(torch.finfo(theta.dtype).tiny)

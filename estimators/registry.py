@@ -1,0 +1,48 @@
+"""Estimators by method name, with their configuration built from keyword settings."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from estimators.base import Estimator, EstimatorConfigError
+from estimators.exact import Exact
+from estimators.moves import MoveConfig
+from estimators.sequential import Sequential
+from estimators.sgais import SGAIS, SGAISConfig
+
+METHODS = ("sgais", "sequential", "exact")
+
+
+def _config(config_type: type, settings: dict[str, Any]) -> Any:
+    known = {field.name for field in dataclasses.fields(config_type)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise EstimatorConfigError(
+            f"unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+    try:
+        return config_type(**settings)
+    except TypeError as exc:
+        raise EstimatorConfigError(str(exc)) from None
+
+
+def build_estimator(method: str, model: Any, **settings: Any) -> Estimator[Any]:
+    """An estimator for ``model``; raises ``EstimatorConfigError`` for bad method or settings."""
+    if method == "sgais":
+        return SGAIS(model, _config(SGAISConfig, settings))
+    if method == "sequential":
+        return Sequential(model, _config(MoveConfig, settings))
+    if method == "exact":
+        settings.pop("particles", None)
+        _config(_NoSettings, settings)
+        try:
+            return Exact(model)
+        except TypeError as exc:
+            raise EstimatorConfigError(str(exc)) from None
+    raise EstimatorConfigError(f"unknown method {method!r}; known: {', '.join(METHODS)}")
+
+
+@dataclasses.dataclass(frozen=True)
+class _NoSettings:
+    pass

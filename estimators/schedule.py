@@ -1,0 +1,26 @@
+"""How many new rows are absorbed at once: the chunk schedule of the SG-AIS literature.
+
+20 rows while n <= 80, n/4 while n < 2000, 500 after. Larger incoming chunks are split, so the
+estimate does not depend on how a client batches its data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+
+def max_chunk_rows(n_seen: int) -> int:
+    if n_seen <= 80:
+        return 20
+    if n_seen < 2000:
+        return n_seen // 4
+    return 500
+
+
+def split_points(n_seen: int, rows: int) -> Iterator[tuple[int, int]]:
+    """(start, stop) offsets that cut ``rows`` new rows into schedule-sized pieces."""
+    start = 0
+    while start < rows:
+        stop = min(rows, start + max_chunk_rows(n_seen + start))
+        yield start, stop
+        start = stop

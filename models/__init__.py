@@ -1,0 +1,51 @@
+"""Probabilistic models compared by modelcompare: pure torch functions, no I/O."""
+
+from models.base import ConjugateModel, Model, ModelConfigError, Prediction
+from models.beta_bernoulli import BetaBernoulli
+from models.gamma_poisson import GammaPoisson
+from models.gaussian_mixture import GaussianMixture
+from models.linear_regression import LinearRegression
+from models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
+from models.logistic_regression import LogisticRegression
+
+FAMILIES: dict[str, type[Model]] = {
+    cls.family: cls
+    for cls in (
+        LinearRegression,
+        LinearRegressionUnknownNoise,
+        LogisticRegression,
+        GaussianMixture,
+        BetaBernoulli,
+        GammaPoisson,
+    )
+}
+
+
+def build_model(family: str, **config: object) -> Model:
+    """Construct a model by family name; raises ``ModelConfigError`` on unknown family or config."""
+    try:
+        cls = FAMILIES[family]
+    except KeyError:
+        raise ModelConfigError(
+            f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}"
+        ) from None
+    try:
+        return cls(**config)  # type: ignore[arg-type]
+    except TypeError as exc:
+        raise ModelConfigError(f"bad configuration for {family}: {exc}") from None
+
+
+__all__ = [
+    "FAMILIES",
+    "BetaBernoulli",
+    "ConjugateModel",
+    "GammaPoisson",
+    "GaussianMixture",
+    "LinearRegression",
+    "LinearRegressionUnknownNoise",
+    "LogisticRegression",
+    "Model",
+    "ModelConfigError",
+    "Prediction",
+    "build_model",
+]

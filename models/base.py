@@ -1,0 +1,138 @@
+"""The interface every compared model implements.
+
+A model is a small immutable object of pure torch functions over a batch of parameter vectors
+``theta`` of shape ``(M, D)`` (M particles, D = ``param_dim``) in unconstrained space; constrained
+parameters carry their log-Jacobian inside ``log_prior``. Data is ``x`` of shape ``(R, input_dim)``
+(``None`` when ``input_dim == 0``) and ``y`` of shape ``(R,)`` (``None`` when the model has no
+target). Everything is float64 unless a caller moves it.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+
+class ModelConfigError(ValueError):
+    """A model was configured with values it cannot work with."""
+
+
+def require_positive_int(name: str, value: int, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ModelConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def require_positive_float(name: str, value: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ModelConfigError(f"{name} must be a number, got {value!r}")
+    value = float(value)
+    if not (value > 0.0 and value < float("inf")):
+        raise ModelConfigError(f"{name} must be positive and finite, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Posterior-predictive summary at query inputs, one row per query point.
+
+    ``mean``/``variance`` for regression, ``probabilities`` (R, K) for classification,
+    ``log_density`` (R,) for density models (and for a ``y`` given to ``predict``).
+    """
+
+    mean: Tensor | None = None
+    variance: Tensor | None = None
+    probabilities: Tensor | None = None
+    log_density: Tensor | None = None
+
+
+class Model(ABC):
+    """A Bayesian model: prior and likelihood over unconstrained parameters."""
+
+    family: ClassVar[str]
+    param_dim: int
+    input_dim: int
+    has_target: bool
+
+    @abstractmethod
+    def config(self) -> dict[str, Any]:
+        """Constructor keyword arguments; ``type(self)(**self.config())`` rebuilds the model."""
+
+    @abstractmethod
+    def log_prior(self, theta: Tensor) -> Tensor:
+        """(M, D) -> (M,), including the log-Jacobian of any constraining transform."""
+
+    @abstractmethod
+    def log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
+        """(M, D), (R, P), (R,) -> (M, R): log p(y_r | x_r, theta_m) per particle and row."""
+
+    @abstractmethod
+    def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
+        """Draw ``num`` parameter vectors from the prior, in unconstrained space: (num, D)."""
+
+    @abstractmethod
+    def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
+        """Posterior predictive at query rows, averaging over weighted particles."""
+
+    def validate_data(self, x: Tensor | None, y: Tensor | None) -> None:
+        """Raise ``ValueError`` when data is outside the model's support (e.g. bad labels)."""
+        if self.input_dim > 0:
+            if x is None:
+                raise ValueError(f"{self.family} needs x with {self.input_dim} columns")
+            if x.ndim != 2 or x.shape[1] != self.input_dim:
+                raise ValueError(
+                    f"{self.family} needs x with {self.input_dim} columns, got shape "
+                    f"{tuple(x.shape)}"
+                )
+        if self.has_target and y is None:
+            raise ValueError(f"{self.family} needs y")
+
+    def grad_log_likelihood(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> Tensor:
+        """Gradient of ``row_weight * sum_r log p(y_r | x_r, theta)`` per particle: (M, D).
+
+        Autograd by default; models override with closed forms where they are cheaper.
+        """
+        with torch.enable_grad():
+            leaf = theta.detach().requires_grad_(True)
+            total = self.log_likelihood(leaf, x, y).sum() * row_weight
+            (grad,) = torch.autograd.grad(total, leaf)
+        return grad
+
+    def grad_log_prior(self, theta: Tensor) -> Tensor:
+        with torch.enable_grad():
+            leaf = theta.detach().requires_grad_(True)
+            (grad,) = torch.autograd.grad(self.log_prior(leaf).sum(), leaf)
+        return grad
+
+
+class ConjugateModel(ABC):
+    """A model whose evidence has a closed form, updated through sufficient statistics.
+
+    ``stats`` is a dict of float64 tensors (the exact posterior); the exact estimator stores it.
+    """
+
+    @abstractmethod
+    def prior_stats(self) -> dict[str, Tensor]:
+        """Posterior hyper-parameters before any data."""
+
+    @abstractmethod
+    def log_predictive(
+        self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
+    ) -> Tensor:
+        """log p(chunk | past) under the posterior ``stats``, jointly over the chunk's rows."""
+
+    @abstractmethod
+    def update_stats(
+        self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
+    ) -> dict[str, Tensor]:
+        """Posterior hyper-parameters after conditioning on the chunk."""
+
+    @abstractmethod
+    def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:
+        """log p(y_1..n) in one closed-form expression (independent of the sequential path)."""

@@ -1,0 +1,179 @@
+"""Bayesian linear regression with unknown noise: y = wᵀx + b + ε, ε ~ N(0, σ²).
+
+Normal–Inverse-Gamma prior: σ² ~ InvGamma(a₀, b₀) and β = (w, b) | σ² ~ N(0, σ²τ²I). θ = (w, b,
+log σ²). With Φ = [x, 1] the posterior is NIG with Λ = I/τ² + ΦᵀΦ, Λμ = h = Φᵀy, a = a₀ + n/2 and
+b = b₀ + ½(yᵀy − hᵀΛ⁻¹h), and the evidence is (e.g. Murphy 2007, "Conjugate Bayesian analysis of
+the Gaussian distribution", NIG regression)
+
+    log p(y) = −(n/2) log 2π − D log τ − ½ log|Λ| + a₀ log b₀ − a log b + log Γ(a) − log Γ(a₀).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+from torch import Tensor
+
+from models.base import (
+    ConjugateModel,
+    Model,
+    Prediction,
+    require_positive_float,
+    require_positive_int,
+)
+from models.gamma_poisson import sample_log_gamma
+from models.linear_regression import design
+from models.weighting import normalized_weights, weighted_mean_and_variance
+
+
+class LinearRegressionUnknownNoise(Model, ConjugateModel):
+    family: ClassVar[str] = "linear_regression_unknown_noise"
+
+    def __init__(
+        self,
+        dim: int,
+        prior_std: float = 1.0,
+        noise_shape: float = 1.0,
+        noise_scale: float = 1.0,
+    ) -> None:
+        self.input_dim = require_positive_int("dim", dim)
+        self.prior_std = require_positive_float("prior_std", prior_std)
+        self.noise_shape = require_positive_float("noise_shape", noise_shape)
+        self.noise_scale = require_positive_float("noise_scale", noise_scale)
+        self.param_dim = dim + 2
+        self.has_target = True
+
+    def config(self) -> dict[str, Any]:
+        return {
+            "dim": self.input_dim,
+            "prior_std": self.prior_std,
+            "noise_shape": self.noise_shape,
+            "noise_scale": self.noise_scale,
+        }
+
+    def _mean(self, theta: Tensor, x: Tensor) -> Tensor:
+        return theta[:, :-2] @ x.T + theta[:, -2:-1]
+
+    def log_prior(self, theta: Tensor) -> Tensor:
+        # InvGamma(σ²) · dσ²/ds (= σ²) with s = log σ², times N(β; 0, σ²τ²I).
+        a0, b0, tau2 = self.noise_shape, self.noise_scale, self.prior_std**2
+        p = self.param_dim - 1
+        s = theta[:, -1]
+        beta2 = (theta[:, :-1] ** 2).sum(-1)
+        return (
+            a0 * math.log(b0)
+            - math.lgamma(a0)
+            - a0 * s
+            - b0 * torch.exp(-s)
+            - 0.5 * p * (math.log(2 * math.pi * tau2) + s)
+            - 0.5 * beta2 * torch.exp(-s) / tau2
+        )
+
+    def grad_log_prior(self, theta: Tensor) -> Tensor:
+        a0, b0, tau2 = self.noise_shape, self.noise_scale, self.prior_std**2
+        p = self.param_dim - 1
+        prec = torch.exp(-theta[:, -1:]) / tau2
+        beta = theta[:, :-1]
+        grad_s = -a0 + b0 * tau2 * prec - 0.5 * p + 0.5 * (beta**2).sum(-1, keepdim=True) * prec
+        return torch.cat([-beta * prec, grad_s], dim=1)
+
+    def log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
+        assert x is not None and y is not None
+        s = theta[:, -1:]
+        resid = y - self._mean(theta, x)
+        return -0.5 * (resid**2 * torch.exp(-s) + s + math.log(2 * math.pi))
+
+    def grad_log_likelihood(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> Tensor:
+        assert x is not None and y is not None
+        resid = y - self._mean(theta, x)
+        scaled = resid * (row_weight * torch.exp(-theta[:, -1:]))  # (M, R)
+        grad_s = 0.5 * (scaled * resid).sum(-1, keepdim=True) - 0.5 * row_weight * y.shape[0]
+        return torch.cat([scaled @ x, scaled.sum(-1, keepdim=True), grad_s], dim=1)
+
+    def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
+        log_var = math.log(self.noise_scale) - sample_log_gamma(self.noise_shape, num, generator)
+        shape = (num, self.param_dim - 1)
+        z = torch.randn(shape, generator=generator, dtype=torch.float64, device=generator.device)
+        beta = z * (self.prior_std * torch.exp(0.5 * log_var))[:, None]
+        return torch.cat([beta, log_var[:, None]], dim=1)
+
+    def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
+        assert x is not None
+        weights = normalized_weights(log_weights)
+        mean, spread = weighted_mean_and_variance(self._mean(theta, x), weights)
+        noise = (weights * torch.exp(theta[:, -1])).sum()
+        return Prediction(mean=mean, variance=spread + noise)
+
+    # --- conjugate oracle -------------------------------------------------------------------
+
+    def prior_stats(self) -> dict[str, Tensor]:
+        d = self.param_dim - 1
+        return {
+            "precision": torch.eye(d, dtype=torch.float64) / self.prior_std**2,
+            "shift": torch.zeros(d, dtype=torch.float64),
+            "count": torch.zeros((), dtype=torch.float64),
+            "sum_y2": torch.zeros((), dtype=torch.float64),
+            "a": torch.tensor(self.noise_shape, dtype=torch.float64),
+            "b": torch.tensor(self.noise_scale, dtype=torch.float64),
+        }
+
+    def update_stats(
+        self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
+    ) -> dict[str, Tensor]:
+        assert x is not None and y is not None
+        phi = design(x)
+        precision = stats["precision"] + phi.T @ phi
+        shift = stats["shift"] + phi.T @ y
+        count = stats["count"] + y.shape[0]
+        sum_y2 = stats["sum_y2"] + (y**2).sum()
+        chol = torch.linalg.cholesky(precision)
+        quad = (torch.cholesky_solve(shift[:, None], chol)[:, 0] * shift).sum()
+        return {
+            "precision": precision,
+            "shift": shift,
+            "count": count,
+            "sum_y2": sum_y2,
+            "a": self.noise_shape + 0.5 * count,
+            "b": self.noise_scale + 0.5 * (sum_y2 - quad),
+        }
+
+    def _log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
+        a0, b0 = self.noise_shape, self.noise_scale
+        log_det = torch.linalg.slogdet(stats["precision"])[1]
+        return (
+            -0.5 * stats["count"] * math.log(2 * math.pi)
+            - (self.param_dim - 1) * math.log(self.prior_std)
+            - 0.5 * log_det
+            + a0 * math.log(b0)
+            - stats["a"] * torch.log(stats["b"])
+            + torch.lgamma(stats["a"])
+            - math.lgamma(a0)
+        )
+
+    def log_predictive(
+        self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
+    ) -> Tensor:
+        after = self.update_stats(stats, x, y)
+        return self._log_evidence_from_stats(after) - self._log_evidence_from_stats(stats)
+
+    def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:
+        """y ~ St_ν(0, Σ), ν = 2a₀, Σ = (b₀/a₀)(I + τ²ΦΦᵀ): the marginal in data space."""
+        assert x is not None and y is not None
+        n = y.shape[0]
+        nu = 2.0 * self.noise_shape
+        phi = design(x)
+        cov = torch.eye(n, dtype=y.dtype, device=y.device) + self.prior_std**2 * phi @ phi.T
+        cov = cov * (self.noise_scale / self.noise_shape)
+        chol = torch.linalg.cholesky(cov)
+        white = torch.linalg.solve_triangular(chol, y[:, None], upper=False)[:, 0]
+        return (
+            math.lgamma(0.5 * (nu + n))
+            - math.lgamma(0.5 * nu)
+            - 0.5 * n * math.log(nu * math.pi)
+            - torch.log(torch.diagonal(chol)).sum()
+            - 0.5 * (nu + n) * torch.log1p((white**2).sum() / nu)
+        )

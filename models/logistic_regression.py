@@ -1,0 +1,83 @@
+"""Bayesian multinomial logistic regression: p(y = k | x) = softmax_k(W x + c), K ≥ 2 classes.
+
+All weights W (K, dim) and biases c (K,) have independent N(0, 1) priors. θ holds one block of
+``dim + 1`` numbers per class, (w_k, c_k), so θ.reshape(M, K, dim + 1) multiplies Φ = [x, 1].
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from models.base import Model, Prediction, require_positive_int
+from models.linear_regression import design
+from models.weighting import normalized_weights
+
+
+class LogisticRegression(Model):
+    family: ClassVar[str] = "logistic_regression"
+
+    def __init__(self, dim: int, classes: int = 2) -> None:
+        self.input_dim = require_positive_int("dim", dim)
+        self.classes = require_positive_int("classes", classes, minimum=2)
+        self.param_dim = classes * (dim + 1)
+        self.has_target = True
+
+    def config(self) -> dict[str, Any]:
+        return {"dim": self.input_dim, "classes": self.classes}
+
+    def validate_data(self, x: Tensor | None, y: Tensor | None) -> None:
+        super().validate_data(x, y)
+        assert x is not None and y is not None
+        if y.shape != (x.shape[0],):
+            raise ValueError(
+                f"{self.family} needs y of shape ({x.shape[0]},), got shape {tuple(y.shape)}"
+            )
+        ok = torch.isfinite(y) & (y == y.round()) & (y >= 0) & (y < self.classes)
+        if not bool(ok.all()):
+            raise ValueError(f"{self.family} needs integer labels in [0, {self.classes})")
+
+    def _logits(self, theta: Tensor, phi: Tensor) -> Tensor:
+        """(M, D), (R, dim + 1) -> (M, K, R), one GEMM over all particles and classes."""
+        m = theta.shape[0]
+        return (theta.reshape(m * self.classes, -1) @ phi.T).reshape(m, self.classes, -1)
+
+    def log_prior(self, theta: Tensor) -> Tensor:
+        return -0.5 * (theta**2).sum(-1) - 0.5 * self.param_dim * math.log(2 * math.pi)
+
+    def grad_log_prior(self, theta: Tensor) -> Tensor:
+        return -theta
+
+    def log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
+        assert x is not None and y is not None
+        logits = self._logits(theta, design(x))
+        labels = y.long().expand(theta.shape[0], 1, -1)
+        return logits.gather(1, labels)[:, 0] - torch.logsumexp(logits, dim=1)
+
+    def grad_log_likelihood(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> Tensor:
+        # ∂/∂(w_k, c_k) Σ_r log softmax_{y_r}(·) = Σ_r (1[y_r = k] − p_rk) Φ_r  (PRML eq. 4.109).
+        assert x is not None and y is not None
+        m = theta.shape[0]
+        phi = design(x)
+        resid = torch.softmax(self._logits(theta, phi), dim=1).neg_()
+        resid += F.one_hot(y.long(), self.classes).T.to(resid.dtype)
+        return (resid.reshape(m * self.classes, -1) @ (phi * row_weight)).reshape(m, -1)
+
+    def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
+        return torch.randn(
+            num, self.param_dim, generator=generator, dtype=torch.float64, device=generator.device
+        )
+
+    def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
+        """Class probabilities (R, K) averaged over the weighted particles."""
+        assert x is not None
+        probs = torch.softmax(self._logits(theta, design(x)), dim=1)  # (M, K, R)
+        weights = normalized_weights(log_weights)
+        mixed = weights @ probs.reshape(theta.shape[0], -1)
+        return Prediction(probabilities=mixed.reshape(self.classes, -1).T)

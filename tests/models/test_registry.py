@@ -1,0 +1,119 @@
+"""The FAMILIES registry, build_model, and the Model contract every family honours."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from models import FAMILIES, ConjugateModel, Model, ModelConfigError, build_model
+
+CONFIGS: dict[str, dict] = {
+    "linear_regression": {"dim": 3, "noise_std": 0.5},
+    "linear_regression_unknown_noise": {"dim": 3, "noise_shape": 2.0},
+    "logistic_regression": {"dim": 3, "classes": 4},
+    "gaussian_mixture": {"dim": 2, "components": 3},
+    "beta_bernoulli": {"alpha": 2.0, "beta": 3.0},
+    "gamma_poisson": {"shape": 2.0, "rate": 0.5},
+}
+CONJUGATE = {
+    "linear_regression",
+    "linear_regression_unknown_noise",
+    "beta_bernoulli",
+    "gamma_poisson",
+}
+PREDICTION_FIELD = {
+    "linear_regression": "mean",
+    "linear_regression_unknown_noise": "mean",
+    "logistic_regression": "probabilities",
+    "gaussian_mixture": "log_density",
+    "beta_bernoulli": "probabilities",
+    "gamma_poisson": "mean",
+}
+
+
+def example_data(model: Model, rows: int, generator: torch.Generator):
+    x = None
+    if model.input_dim > 0:
+        x = torch.randn(rows, model.input_dim, generator=generator, dtype=torch.float64)
+    if not model.has_target:
+        return x, None
+    uniform = torch.rand(rows, generator=generator, dtype=torch.float64)
+    y = {
+        "logistic_regression": torch.floor(4 * uniform),
+        "beta_bernoulli": (uniform < 0.3).to(torch.float64),
+        "gamma_poisson": torch.floor(6 * uniform),
+    }.get(model.family, 2 * uniform - 1)
+    return x, y
+
+
+def test_registry_lists_every_family() -> None:
+    assert set(FAMILIES) == set(CONFIGS)
+    for name, cls in FAMILIES.items():
+        assert cls.family == name
+        assert issubclass(cls, ConjugateModel) == (name in CONJUGATE)
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_model_contract(family: str, generator: torch.Generator) -> None:
+    model = build_model(family, **CONFIGS[family])
+    assert type(model)(**model.config()).config() == model.config()
+    theta = model.sample_prior(7, generator)
+    again = model.sample_prior(7, torch.Generator().manual_seed(1234))
+    assert torch.equal(theta, again), "sample_prior must be a function of the generator"
+    assert theta.shape == (7, model.param_dim) and theta.dtype == torch.float64
+
+    x, y = example_data(model, 11, generator)
+    model.validate_data(x, y)
+    log_prior = model.log_prior(theta)
+    log_lik = model.log_likelihood(theta, x, y)
+    assert log_prior.shape == (7,) and torch.isfinite(log_prior).all()
+    assert log_lik.shape == (7, 11) and torch.isfinite(log_lik).all()
+    torch.testing.assert_close(
+        model.grad_log_likelihood(theta, x, y, row_weight=2.0),
+        Model.grad_log_likelihood(model, theta, x, y, row_weight=2.0),
+        rtol=1e-9,
+        atol=1e-9,
+    )
+    torch.testing.assert_close(
+        model.grad_log_prior(theta), Model.grad_log_prior(model, theta), rtol=1e-9, atol=1e-9
+    )
+    prediction = model.predict(theta, torch.zeros(7, dtype=torch.float64), x)
+    value = getattr(prediction, PREDICTION_FIELD[family])
+    assert value is not None and value.shape[0] == (11 if x is not None else 1)
+    assert torch.isfinite(value).all()
+
+
+@pytest.mark.parametrize("family", sorted(CONJUGATE))
+def test_conjugate_oracle_contract(family: str, generator: torch.Generator) -> None:
+    model = build_model(family, **CONFIGS[family])
+    assert isinstance(model, ConjugateModel)
+    prior = model.prior_stats()
+    assert all(v.dtype == torch.float64 for v in prior.values())
+    x, y = example_data(model, 9, generator)
+    empty_x = None if x is None else x[:0]
+    assert y is not None
+    assert float(model.log_predictive(prior, empty_x, y[:0])) == pytest.approx(0.0, abs=1e-12)
+    one_chunk = float(model.log_predictive(prior, x, y))
+    assert one_chunk == pytest.approx(float(model.batch_log_evidence(x, y)), rel=1e-10)
+
+
+def test_unknown_family_raises() -> None:
+    with pytest.raises(ModelConfigError, match="unknown model family"):
+        build_model("neural_network", dim=3)
+
+
+@pytest.mark.parametrize(
+    ("family", "config"),
+    [
+        ("linear_regression", {}),
+        ("logistic_regression", {"dim": 2, "colours": 3}),
+        ("gaussian_mixture", {"dim": 2}),
+        ("gaussian_mixture", {"dim": 2, "components": 0}),
+        ("beta_bernoulli", {"alpha": float("nan")}),
+        ("gamma_poisson", {"rate": -1.0}),
+        ("linear_regression_unknown_noise", {"dim": 1, "noise_scale": True}),
+    ],
+)
+def test_bad_config_raises_model_config_error(family: str, config: dict) -> None:
+    with pytest.raises(ModelConfigError):
+        build_model(family, **config)
