@@ -32,6 +32,7 @@ class Info:
     resamples: int
     sub_chunks: int
     reanchors: int
+    acceptance_rate: float = float("nan")  # mean Metropolis acceptance of exact moves, if any
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.history import History, Rows
+from estimators.history import History, Rows, cat_rows
 from models import Model
 
 
@@ -28,7 +28,7 @@ class PastData(NamedTuple):
     """How the past enters the gradient: all rows (small n) or minibatches of a history."""
 
     history: History
-    full: Rows | None  # every past row when the history fits in one minibatch
+    full: Rows | None  # every past row while the history is small enough to use in full
     batch_size: int
     anchor: Anchor | None  # None: plain minibatch gradients
 
@@ -42,12 +42,29 @@ def anchor_at(model: Model, point: Tensor, history: History, block_rows: int = 6
 
 
 def past_data(
-    history: History, batch_size: int, anchor: Anchor | None
+    history: History, full_batch_rows: int, batch_size: int, anchor: Anchor | None
 ) -> PastData:
-    if len(history) <= batch_size:
-        full = next(iter(history.blocks(batch_size)), None) if len(history) else None
+    if len(history) <= full_batch_rows:
+        full = cat_rows(list(history.blocks(max(len(history), 1)))) if len(history) else None
         return PastData(history, full, batch_size, None)
     return PastData(history, None, batch_size, anchor)
+
+
+def log_target(
+    model: Model, theta: Tensor, chunk: Rows, temperature: float, past: PastData
+) -> tuple[Tensor, Tensor]:
+    """log π_λ(θ) and its gradient, exactly: only while the past is used in full."""
+    if len(past.history) > 0 and past.full is None:
+        raise ValueError("the exact tempered target needs the full past data")
+    value = model.log_prior(theta)
+    grad = model.grad_log_prior(theta)
+    if temperature > 0.0:
+        value = value + temperature * model.log_likelihood(theta, chunk.x, chunk.y).sum(-1)
+        grad = grad + model.grad_log_likelihood(theta, chunk.x, chunk.y, temperature)
+    if past.full is not None:
+        value = value + model.log_likelihood(theta, past.full.x, past.full.y).sum(-1)
+        grad = grad + model.grad_log_likelihood(theta, past.full.x, past.full.y)
+    return value, grad
 
 
 def grad_log_target(

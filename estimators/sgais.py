@@ -10,7 +10,7 @@ target. Chunks larger than the schedule allows are split (see ``schedule``).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import torch
@@ -18,9 +18,17 @@ from torch import Tensor
 
 from estimators.annealing import next_increment
 from estimators.base import Info, check
-from estimators.gradients import Anchor, PastData, anchor_at, grad_log_target, past_data
+from estimators.gradients import (
+    Anchor,
+    PastData,
+    anchor_at,
+    grad_log_target,
+    log_target,
+    past_data,
+)
 from estimators.history import ExtendedHistory, History, Rows
-from estimators.moves import MoveConfig, step_size
+from estimators.hmc import hmc_move
+from estimators.moves import MoveConfig, particle_spread, step_size
 from estimators.resampling import RESAMPLERS
 from estimators.schedule import split_points
 from estimators.sghmc import sghmc_move
@@ -30,7 +38,7 @@ from models import Model
 
 @dataclass(frozen=True)
 class SGAISConfig(MoveConfig):
-    ess_target: float = 0.5  # conditional-ESS fraction each annealing step keeps
+    ess_target: float = 0.9  # conditional-ESS fraction each annealing step keeps
     resample_threshold: float = 0.5  # resample when ESS / M falls below this
     resampling: str = "systematic"
     max_annealing_steps: int = 10_000  # per sub-chunk; a safeguard, never reached in practice
@@ -66,6 +74,7 @@ class _Tally:
     resamples: int = 0
     sub_chunks: int = 0
     reanchors: int = 0
+    acceptance: list[float] = field(default_factory=list)
 
 
 class SGAIS:
@@ -119,13 +128,16 @@ class SGAIS:
             resamples=tally.resamples,
             sub_chunks=tally.sub_chunks,
             reanchors=tally.reanchors,
+            acceptance_rate=(
+                sum(tally.acceptance) / len(tally.acceptance) if tally.acceptance else math.nan
+            ),
         )
         return state, info
 
     def _anchor(self, state: SGAISState, history: History) -> tuple[Anchor | None, bool]:
         """The control-variate anchor for this piece, and whether it was just (re)set."""
         n = len(history)
-        if not self.config.control_variates or n <= self.config.batch_size:
+        if not self.config.control_variates or n <= self.config.full_batch_rows:
             return None, False
         rows = int(state.anchor_rows)
         if rows > 0 and n < 2 * rows:
@@ -146,7 +158,7 @@ class SGAIS:
         cfg, model = self.config, self.model
         anchor, reanchored = self._anchor(state, history)
         tally.reanchors += int(reanchored)
-        past = past_data(history, cfg.batch_size, anchor)
+        past = past_data(history, cfg.full_batch_rows, cfg.batch_size, anchor)
         theta, log_w = state.particles, state.log_weights
         log_lik = _chunk_log_likelihood(model, theta, piece)
         temperature, steps, log_evidence, variance = 0.0, 0, 0.0, 0.0
@@ -161,11 +173,12 @@ class SGAIS:
             log_w = log_normalize(log_w + delta * log_lik)
             temperature = 1.0 if delta >= remaining else temperature + delta
             steps += 1
-            eta = step_size(cfg, theta, log_w, len(history) + temperature * piece.count)
+            spread = particle_spread(theta, log_w)
             current_ess = ess(log_w)
             tally.min_ess = min(tally.min_ess, current_ess)
             theta, log_w = self._select(theta, log_w, current_ess, generator, tally)
-            theta = self._move(theta, piece, temperature, past, eta, generator)
+            rows = len(history) + temperature * piece.count
+            theta = self._move(theta, piece, temperature, past, spread, rows, generator, tally)
             log_lik = _chunk_log_likelihood(model, theta, piece)
         tally.annealing_steps += steps
         tally.sub_chunks += 1
@@ -211,13 +224,30 @@ class SGAIS:
         piece: Rows,
         temperature: float,
         past: PastData,
-        eta: Tensor,
+        spread: Tensor,
+        rows: float,
         generator: torch.Generator,
+        tally: _Tally,
     ) -> Tensor:
-        def grad(position: Tensor) -> Tensor:
-            return grad_log_target(self.model, position, piece, temperature, past, generator)
+        """Exact HMC while the past is used in full; minibatch SGHMC after."""
+        cfg, model = self.config, self.model
+        if past.full is not None or len(past.history) == 0:
+            for _ in range(cfg.hmc_moves):
+                theta, acceptance = hmc_move(
+                    theta,
+                    lambda position: log_target(model, position, piece, temperature, past),
+                    spread,
+                    cfg.hmc_step,
+                    cfg.steps,
+                    generator,
+                )
+                tally.acceptance.append(acceptance)
+            return theta
 
-        cfg = self.config
+        def grad(position: Tensor) -> Tensor:
+            return grad_log_target(model, position, piece, temperature, past, generator)
+
+        eta = step_size(cfg, spread, rows)
         return sghmc_move(theta, grad, eta, cfg.friction, cfg.steps, generator)
 
 
