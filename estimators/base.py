@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -17,6 +18,24 @@ class EstimatorConfigError(ValueError):
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise EstimatorConfigError(message)
+
+
+def check_int(name: str, value: object, minimum: int) -> None:
+    ok = isinstance(value, int) and not isinstance(value, bool) and value >= minimum
+    check(ok, f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+def check_number(
+    name: str, value: object, low: float, high: float, closed_below: bool = False
+) -> None:
+    """A finite number with ``low < value <= high`` (``low <= value`` when ``closed_below``)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if ok:
+        number = float(value)  # type: ignore[arg-type]
+        above = number >= low if closed_below else number > low
+        ok = math.isfinite(number) and above and number <= high
+    bracket = "[" if closed_below else "("
+    check(ok, f"{name} must be a finite number in {bracket}{low}, {high}], got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,14 @@ class ExtendedHistory:
             yield self._absorbed.slice(start, start + block_rows)
 
 
+def select_columns(rows: Rows, columns: Tensor | None) -> Rows:
+    """The model's view of ``rows``: the listed x columns (x dropped when ``columns`` is None)."""
+    if columns is None:
+        return Rows(None, rows.y)
+    assert rows.x is not None
+    return Rows(rows.x.index_select(1, columns), rows.y)
+
+
 class ColumnView:
     """The columns of ``x`` one model reads; ``y`` passes through, ``x`` is dropped if unused."""
 
@@ -160,10 +168,7 @@ class ColumnView:
         return len(self._history)
 
     def select(self, rows: Rows) -> Rows:
-        if self._columns is None:
-            return Rows(None, rows.y)
-        assert rows.x is not None
-        return Rows(rows.x.index_select(1, self._columns), rows.y)
+        return select_columns(rows, self._columns)
 
     def sample(self, size: int, generator: torch.Generator) -> Rows:
         return self.select(self._history.sample(size, generator))

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from estimators.base import check
+from estimators.base import check, check_int, check_number
 
 PRECONDITIONERS = ("identity", "particles")
 
@@ -29,35 +30,44 @@ class MoveConfig:
     hmc_moves: int = 2  # HMC transitions (fresh momentum each) per annealing step
 
     def __post_init__(self) -> None:
-        check(self.particles >= 2, "particles must be >= 2")
-        check(self.steps >= 1, "steps must be >= 1")
-        check(self.lr > 0.0, "lr must be positive")
-        check(0.0 < self.friction <= 1.0, "friction must be in (0, 1]")
-        check(self.batch_size >= 1, "batch_size must be >= 1")
-        check(self.full_batch_rows >= 0, "full_batch_rows must be >= 0")
-        check(0.0 < self.hmc_step < 2.0, "hmc_step must be in (0, 2)")
-        check(self.hmc_moves >= 1, "hmc_moves must be >= 1")
+        check_int("particles", self.particles, 2)
+        check_int("steps", self.steps, 1)
+        check_number("lr", self.lr, 0.0, math.inf)
+        check_number("friction", self.friction, 0.0, 1.0)
+        check_int("batch_size", self.batch_size, 1)
+        check_int("full_batch_rows", self.full_batch_rows, 0)
+        check_number("hmc_step", self.hmc_step, 0.0, 2.0)
+        check_int("hmc_moves", self.hmc_moves, 1)
+        check(isinstance(self.control_variates, bool), "control_variates must be true or false")
         check(
             self.preconditioner in PRECONDITIONERS,
             f"preconditioner must be one of {PRECONDITIONERS}, got {self.preconditioner!r}",
         )
 
 
-def particle_spread(theta: Tensor, log_weights: Tensor) -> Tensor:
-    """Weighted standard deviation of the particles per coordinate: (D,)."""
+def particle_scale(theta: Tensor, log_weights: Tensor) -> Tensor:
+    """Lower Cholesky factor L of the weighted particle covariance, L Lᵀ = Cov_W(θ): (D, D).
+
+    A full (not diagonal) factor: posteriors with non-identified directions (softmax weights)
+    have marginal variances far above their conditional ones, and only the full covariance sees
+    that. A relative jitter of 1e-9 keeps the factorisation defined when particles coincide.
+    """
     weights = torch.softmax(log_weights, 0)
-    mean = weights @ theta
-    variance = weights @ (theta - mean) ** 2
-    return variance.clamp_min(torch.finfo(theta.dtype).tiny).sqrt()
+    centred = theta - weights @ theta
+    cov = (centred * weights[:, None]).T @ centred
+    jitter = 1e-9 * float(cov.diagonal().mean()) + torch.finfo(theta.dtype).tiny
+    eye = torch.eye(theta.shape[1], dtype=theta.dtype)
+    return torch.linalg.cholesky(cov + jitter * eye)
 
 
-def step_size(config: MoveConfig, spread: Tensor, rows: float) -> Tensor:
-    """SGHMC step η per coordinate for a target holding ``rows`` (possibly tempered) rows.
+def sghmc_step(config: MoveConfig, particle_factor: Tensor, rows: float) -> tuple[float, Tensor]:
+    """SGHMC step η and mass factor L (M⁻¹ = L Lᵀ) for a target holding ``rows`` rows.
 
-    identity: η = lr / n, the O(1/n) step of the SG-AIS literature (n floored at 1: the prior).
-    particles: η_j = lr · s_j², the weighted particle variance as a diagonal inverse mass
-    matrix; for a posterior with per-row Fisher information F_j this is lr / (n F_j).
+    identity: η = lr / n and L = I, the O(1/n) step of the SG-AIS literature (n floored at 1,
+    the prior's weight). particles: η = lr and L Lᵀ = the particle covariance ≈ (n F)⁻¹ for a
+    posterior with per-row Fisher information F, i.e. the same lr / n step in F's metric.
     """
     if config.preconditioner == "identity":
-        return torch.full_like(spread, config.lr / max(rows, 1.0))
-    return config.lr * spread * spread
+        eye = torch.eye(particle_factor.shape[0], dtype=particle_factor.dtype)
+        return config.lr / max(rows, 1.0), eye
+    return config.lr, particle_factor

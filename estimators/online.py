@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 import torch
+from safetensors.torch import save
 from torch import Tensor
 
 from estimators.base import Info
-from estimators.history import ColumnView, InMemoryHistory, Rows
+from estimators.history import ColumnView, InMemoryHistory, Rows, select_columns
 from estimators.registry import build_estimator
 from estimators.rng import derive_generator
-from estimators.serialization import state_from_bytes, state_to_bytes
+from estimators.serialization import (
+    read_safetensors,
+    state_from_tensors,
+    state_to_bytes,
+    state_to_tensors,
+)
 from models import ConjugateModel, Model, Prediction
 
 ArrayLike = Tensor | np.ndarray | Sequence[Any]
@@ -70,6 +77,7 @@ class OnlineEvidence:
         self.columns = None if columns is None else list(columns)
         if self.columns is not None and len(self.columns) != model.input_dim:
             raise ValueError(f"{model.family} reads {model.input_dim} columns, got {columns}")
+        self._column_index = None if self.columns is None else torch.tensor(self.columns)
         self._history: InMemoryHistory | None = None
         self._updates = 0
         self.state = self.estimator.init(derive_generator(seed, self.name, "init"))
@@ -87,6 +95,7 @@ class OnlineEvidence:
         return self.estimator.n_observations(self.state)
 
     def _rows(self, x: ArrayLike | None, y: ArrayLike | None) -> Rows:
+        """The chunk as tensors, checked against the model and the stored history."""
         rows = Rows(as_tensor(x, 2, "x"), as_tensor(y, 1, "y"))
         if rows.x is not None and rows.y is not None and rows.x.shape[0] != rows.y.shape[0]:
             raise ValueError(f"x has {rows.x.shape[0]} rows but y has {rows.y.shape[0]}")
@@ -97,21 +106,31 @@ class OnlineEvidence:
         if self.columns is not None and (rows.x is None or max(self.columns) >= rows.x.shape[1]):
             width = None if rows.x is None else rows.x.shape[1]
             raise ValueError(f"the model reads x columns {self.columns}; x has {width}")
+        if self._history is not None:
+            stored = self._history.rows()
+            width = None if rows.x is None else rows.x.shape[1]
+            stored_width = None if stored.x is None else stored.x.shape[1]
+            if width != stored_width or (rows.y is None) != (stored.y is None):
+                raise ValueError(
+                    f"the stream has x width {stored_width} and y "
+                    f"{'absent' if stored.y is None else 'present'}; this chunk differs"
+                )
+        model_rows = select_columns(rows, self._column_index)
+        self.model.validate_data(model_rows.x, model_rows.y)
         return rows
 
     def update(self, x: ArrayLike | None = None, y: ArrayLike | None = None) -> Info:
-        """Absorb one chunk; returns what the step did (``Info``)."""
+        """Absorb one chunk; returns what the step did (``Info``). Bad input raises
+        ``ValueError`` and changes nothing."""
         rows = self._rows(x, y)
-        if self._history is None:
-            self._history = InMemoryHistory(
-                None if rows.x is None else rows.x.shape[1], has_y=rows.y is not None
-            )
-        view = ColumnView(self._history, self.columns)
-        model_rows = view.select(rows)
-        self.model.validate_data(model_rows.x, model_rows.y)
+        history = self._history or InMemoryHistory(
+            None if rows.x is None else rows.x.shape[1], has_y=rows.y is not None
+        )
+        view = ColumnView(history, self.columns)
         generator = derive_generator(self.seed, self.name, self._updates)
-        self.state, info = self.estimator.update(self.state, model_rows, view, generator)
-        self._history.append(rows)
+        self.state, info = self.estimator.update(self.state, view.select(rows), view, generator)
+        history.append(rows)
+        self._history = history
         self._updates += 1
         return info
 
@@ -126,10 +145,49 @@ class OnlineEvidence:
         return self.model.predict(state.particles, state.log_weights, xt)
 
     def state_bytes(self) -> bytes:
+        """The estimator state alone (safetensors bytes)."""
         return state_to_bytes(self.state)
 
-    def load_state_bytes(self, data: bytes) -> None:
-        self.state = state_from_bytes(self.estimator.state_type, data)
+    def save(self) -> bytes:
+        """State, stored rows and update count: everything ``load`` needs to resume exactly."""
+        tensors = state_to_tensors(self.state, "state.")
+        if self._history is not None:
+            stored = self._history.rows()
+            tensors.update(
+                {f"history.{k}": v.clone() for k, v in stored._asdict().items() if v is not None}
+            )
+        tensors["updates"] = torch.tensor(self._updates)
+        return save(tensors, metadata=self._identity())
+
+    def load(self, data: bytes) -> None:
+        """Resume from ``save`` output of a tracker built with the same model and settings."""
+        metadata, tensors = read_safetensors(data)
+        if metadata != self._identity():
+            raise ValueError(f"saved tracker {metadata} does not match {self._identity()}")
+        state = state_from_tensors(
+            self.estimator.state_type,
+            {k: v for k, v in tensors.items() if k.startswith("state.")},
+            "state.",
+        )
+        history = None
+        if "history.x" in tensors or "history.y" in tensors:
+            x, y = tensors.get("history.x"), tensors.get("history.y")
+            history = InMemoryHistory(None if x is None else x.shape[1], has_y=y is not None)
+            history.append(Rows(x, y))
+        if (0 if history is None else len(history)) != self.estimator.n_observations(state):
+            raise ValueError("saved history and state disagree on the number of rows")
+        self.state, self._history = state, history
+        self._updates = int(tensors["updates"])
+
+    def _identity(self) -> dict[str, str]:
+        return {
+            "family": self.model.family,
+            "model": json.dumps(self.model.config(), sort_keys=True),
+            "method": self.method,
+            "name": self.name,
+            "seed": str(self.seed),
+            "columns": json.dumps(self.columns),
+        }
 
 
 def exact_log_evidence(model: Model, x: ArrayLike | None, y: ArrayLike | None) -> float:

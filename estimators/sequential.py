@@ -24,6 +24,7 @@ class Sequential(SGAIS):
     def __init__(self, model: Model, config: MoveConfig) -> None:
         self.model = model
         self.config = config
+        self._max_annealing_steps = 1
 
     def _next_increment(self, log_w: Tensor, log_lik: Tensor, remaining: float) -> float:
         return remaining

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from estimators.annealing import next_increment
-from estimators.base import Info, check
+from estimators.base import Info, check, check_int, check_number
 from estimators.gradients import (
     Anchor,
     PastData,
@@ -28,7 +28,7 @@ from estimators.gradients import (
 )
 from estimators.history import ExtendedHistory, History, Rows
 from estimators.hmc import hmc_move
-from estimators.moves import MoveConfig, particle_spread, step_size
+from estimators.moves import MoveConfig, particle_scale, sghmc_step
 from estimators.resampling import RESAMPLERS
 from estimators.schedule import split_points
 from estimators.sghmc import sghmc_move
@@ -45,13 +45,13 @@ class SGAISConfig(MoveConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check(0.0 < self.ess_target < 1.0, "ess_target must be in (0, 1)")
-        check(0.0 <= self.resample_threshold <= 1.0, "resample_threshold must be in [0, 1]")
+        check_number("ess_target", self.ess_target, 0.0, 1.0 - 1e-9)
+        check_number("resample_threshold", self.resample_threshold, 0.0, 1.0, closed_below=True)
         check(
             self.resampling in RESAMPLERS,
             f"resampling must be one of {sorted(RESAMPLERS)}, got {self.resampling!r}",
         )
-        check(self.max_annealing_steps >= 1, "max_annealing_steps must be >= 1")
+        check_int("max_annealing_steps", self.max_annealing_steps, 1)
 
 
 class SGAISState(NamedTuple):
@@ -84,6 +84,7 @@ class SGAIS:
         self.model = model
         self.config: MoveConfig = config
         self._resample = RESAMPLERS[config.resampling]
+        self._max_annealing_steps = config.max_annealing_steps
 
     def init(self, generator: torch.Generator) -> SGAISState:
         m, d = self.config.particles, self.model.param_dim
@@ -163,7 +164,7 @@ class SGAIS:
         log_lik = _chunk_log_likelihood(model, theta, piece)
         temperature, steps, log_evidence, variance = 0.0, 0, 0.0, 0.0
         while temperature < 1.0:
-            if steps >= cfg.max_annealing_steps:
+            if steps >= self._max_annealing_steps:
                 raise RuntimeError(f"annealing did not reach λ = 1 in {steps} steps")
             remaining = 1.0 - temperature
             delta = self._next_increment(log_w, log_lik, remaining)
@@ -173,12 +174,12 @@ class SGAIS:
             log_w = log_normalize(log_w + delta * log_lik)
             temperature = 1.0 if delta >= remaining else temperature + delta
             steps += 1
-            spread = particle_spread(theta, log_w)
+            scale = particle_scale(theta, log_w)  # before resampling: W carries the target
             current_ess = ess(log_w)
             tally.min_ess = min(tally.min_ess, current_ess)
             theta, log_w = self._select(theta, log_w, current_ess, generator, tally)
             rows = len(history) + temperature * piece.count
-            theta = self._move(theta, piece, temperature, past, spread, rows, generator, tally)
+            theta = self._move(theta, piece, temperature, past, scale, rows, generator, tally)
             log_lik = _chunk_log_likelihood(model, theta, piece)
         tally.annealing_steps += steps
         tally.sub_chunks += 1
@@ -224,7 +225,7 @@ class SGAIS:
         piece: Rows,
         temperature: float,
         past: PastData,
-        spread: Tensor,
+        scale: Tensor,
         rows: float,
         generator: torch.Generator,
         tally: _Tally,
@@ -236,7 +237,7 @@ class SGAIS:
                 theta, acceptance = hmc_move(
                     theta,
                     lambda position: log_target(model, position, piece, temperature, past),
-                    spread,
+                    scale,
                     cfg.hmc_step,
                     cfg.steps,
                     generator,
@@ -247,8 +248,8 @@ class SGAIS:
         def grad(position: Tensor) -> Tensor:
             return grad_log_target(model, position, piece, temperature, past, generator)
 
-        eta = step_size(cfg, spread, rows)
-        return sghmc_move(theta, grad, eta, cfg.friction, cfg.steps, generator)
+        step, scale = sghmc_step(cfg, scale, rows)
+        return sghmc_move(theta, grad, step, scale, cfg.friction, cfg.steps, generator)
 
 
 def _chunk_log_likelihood(model: Model, theta: Tensor, piece: Rows) -> Tensor:

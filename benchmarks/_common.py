@@ -1,0 +1,100 @@
+"""Shared by the benchmark scripts (run as ``python benchmarks/<name>.py``)."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = Path(__file__).resolve().parent / "results"
+if str(ROOT) not in sys.path:  # run from a checkout without ``pip install -e .``
+    sys.path.insert(0, str(ROOT))
+
+
+def set_threads(threads: int) -> None:
+    """Pin torch's intra-op threads. The tensors are tiny (64 particles), so one thread is the
+    fast setting: on a busy 2-core box two threads measured 5-30× slower (thread hand-offs)."""
+    torch.set_num_threads(threads)
+
+
+def environment(threads: int) -> dict[str, Any]:
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": platform.machine(),
+        "cpus": os.cpu_count(),
+        "torch_threads": threads,
+        "load_average": list(os.getloadavg()),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+
+
+def linear_stream(
+    rows: int, seed: int, inputs: int = 5, post: int = 500
+) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Linear regression data in ``post``-row chunks: x ~ N(0, I), (w, b) ~ N(0, I) (the
+    prior), y = wᵀx + b + N(0, 1). Generated chunk by chunk from one seeded generator."""
+    g = torch.Generator().manual_seed(seed)
+    weights = torch.randn(inputs + 1, generator=g, dtype=torch.float64)
+    for start in range(0, rows, post):
+        size = min(post, rows - start)
+        x = torch.randn(size, inputs, generator=g, dtype=torch.float64)
+        noise = torch.randn(size, generator=g, dtype=torch.float64)
+        yield x, x @ weights[:-1] + weights[-1] + noise
+
+
+def logistic_data(rows: int, seed: int, inputs: int, classes: int) -> tuple[torch.Tensor, ...]:
+    """Softmax-regression data with weights from the N(0, 1) prior."""
+    g = torch.Generator().manual_seed(seed)
+    weights = torch.randn(classes, inputs + 1, generator=g, dtype=torch.float64)
+    x = torch.randn(rows, inputs, generator=g, dtype=torch.float64)
+    logits = x @ weights[:, :-1].T + weights[:, -1]
+    y = torch.multinomial(torch.softmax(logits, 1), 1, generator=g)[:, 0].to(torch.float64)
+    return x, y
+
+
+def log_checkpoints(first: int, last: int, count: int, step: int) -> list[int]:
+    """About ``count`` log-spaced multiples of ``step`` from ``first`` to ``last``."""
+    points = {
+        max(step, round(first * (last / first) ** (i / (count - 1)) / step) * step)
+        for i in range(count)
+    }
+    return sorted(p for p in points if p <= last)
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def cell(value: Any) -> str:
+        if isinstance(value, float):
+            if math.isnan(value):
+                return "nan"
+            return f"{value:,.3f}" if abs(value) < 1000 else f"{value:,.0f}"
+        return str(value)
+
+    cells = [[cell(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(headers, widths, strict=True))]
+    lines.append("  ".join("-" * w for w in widths))
+    lines += ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
+    return "\n".join(lines)
+
+
+def verdict(ok: bool) -> str:
+    return "PASS" if ok else "FAIL"
+
+
+def write_json(name: str, payload: dict[str, Any], path: str | None = None) -> Path:
+    target = Path(path) if path else RESULTS / f"{name}.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    temporary = target.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(payload, indent=2, default=float) + "\n")
+    temporary.replace(target)
+    return target
