@@ -16,7 +16,7 @@ PRECONDITIONERS = ("identity", "particles")
 @dataclass(frozen=True)
 class MoveConfig:
     particles: int = 64
-    steps: int = 20  # SGHMC steps (or HMC leapfrog steps) per move
+    steps: int = 20  # SGHMC steps per move (one move per annealing step)
     lr: float = 0.05  # learning rate: η = lr / n (identity) or lr · particle variance
     friction: float = 0.1  # α: momentum decay per step
     batch_size: int = 100  # minibatch size for the past data; full batches below it
@@ -27,7 +27,8 @@ class MoveConfig:
     # spans 1.6-4.8 spreads, a quarter to three quarters of a Gaussian orbit (chosen by measuring
     # log-Z bias on linear regression, benchmarks/README.md).
     hmc_step: float = 0.16
-    hmc_moves: int = 2  # HMC transitions (fresh momentum each) per annealing step
+    leapfrog_steps: int = 20  # leapfrog steps of each exact HMC move
+    hmc_moves: int = 4  # HMC transitions (fresh momentum each) per annealing step
 
     def __post_init__(self) -> None:
         check_int("particles", self.particles, 2)
@@ -38,6 +39,7 @@ class MoveConfig:
         check_int("full_batch_rows", self.full_batch_rows, 0)
         check_number("hmc_step", self.hmc_step, 0.0, 2.0)
         check_int("hmc_moves", self.hmc_moves, 1)
+        check_int("leapfrog_steps", self.leapfrog_steps, 1)
         check(isinstance(self.control_variates, bool), "control_variates must be true or false")
         check(
             self.preconditioner in PRECONDITIONERS,

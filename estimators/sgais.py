@@ -239,7 +239,7 @@ class SGAIS:
                     lambda position: log_target(model, position, piece, temperature, past),
                     scale,
                     cfg.hmc_step,
-                    cfg.steps,
+                    cfg.leapfrog_steps,
                     generator,
                 )
                 tally.acceptance.append(acceptance)
