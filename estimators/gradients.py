@@ -58,12 +58,13 @@ def log_target(
         raise ValueError("the exact tempered target needs the full past data")
     value = model.log_prior(theta)
     grad = model.grad_log_prior(theta)
-    if temperature > 0.0:
-        value = value + temperature * model.log_likelihood(theta, chunk.x, chunk.y).sum(-1)
-        grad = grad + model.grad_log_likelihood(theta, chunk.x, chunk.y, temperature)
+    parts = [(chunk, temperature)] if temperature > 0.0 else []
     if past.full is not None:
-        value = value + model.log_likelihood(theta, past.full.x, past.full.y).sum(-1)
-        grad = grad + model.grad_log_likelihood(theta, past.full.x, past.full.y)
+        parts.append((past.full, 1.0))
+    for rows, weight in parts:
+        part_value, part_grad = model.log_likelihood_and_grad(theta, rows.x, rows.y, weight)
+        value = value + part_value
+        grad = grad + part_grad
     return value, grad
 
 

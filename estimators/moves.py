@@ -22,7 +22,7 @@ class MoveConfig:
     batch_size: int = 100  # minibatch size for the past data; full batches below it
     control_variates: bool = True
     preconditioner: str = "particles"
-    full_batch_rows: int = 1000  # exact HMC moves (Metropolis-corrected) while n <= this
+    full_batch_rows: int = 500  # exact HMC moves (Metropolis-corrected) while n <= this
     # Leapfrog step of those moves in units of the particle spread; 20 × 0.16 (jittered ±50%)
     # spans 1.6-4.8 spreads, a quarter to three quarters of a Gaussian orbit (chosen by measuring
     # log-Z bias on linear regression, benchmarks/README.md).

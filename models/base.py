@@ -104,6 +104,14 @@ class Model(ABC):
             (grad,) = torch.autograd.grad(total, leaf)
         return grad
 
+    def log_likelihood_and_grad(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> tuple[Tensor, Tensor]:
+        """``row_weight * sum_r log p(y_r | x_r, theta)`` per particle (M,) and its gradient
+        (M, D) together; models override where the two share most of their work."""
+        total = self.log_likelihood(theta, x, y).sum(-1) * row_weight
+        return total, self.grad_log_likelihood(theta, x, y, row_weight)
+
     def grad_log_prior(self, theta: Tensor) -> Tensor:
         with torch.enable_grad():
             leaf = theta.detach().requires_grad_(True)

@@ -66,6 +66,19 @@ class LinearRegression(Model, ConjugateModel):
         resid = (y - self._mean(theta, x)) * (row_weight / self.noise_std**2)  # (M, R)
         return torch.cat([resid @ x, resid.sum(-1, keepdim=True)], dim=1)
 
+    def log_likelihood_and_grad(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> tuple[Tensor, Tensor]:
+        assert x is not None and y is not None
+        resid = y - self._mean(theta, x)  # (M, R)
+        s2 = self.noise_std**2
+        total = -0.5 * (resid**2).sum(-1) / s2 - y.shape[0] * (
+            math.log(self.noise_std) + 0.5 * math.log(2 * math.pi)
+        )
+        scaled = resid * (row_weight / s2)
+        grad = torch.cat([scaled @ x, scaled.sum(-1, keepdim=True)], dim=1)
+        return total * row_weight, grad
+
     def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
         return self.prior_std * torch.randn(
             num, self.param_dim, generator=generator, dtype=torch.float64

@@ -61,13 +61,26 @@ class LogisticRegression(Model):
     def grad_log_likelihood(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> Tensor:
+        return self.log_likelihood_and_grad(theta, x, y, row_weight)[1]
+
+    def log_likelihood_and_grad(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> tuple[Tensor, Tensor]:
         # ∂/∂(w_k, c_k) Σ_r log softmax_{y_r}(·) = Σ_r (1[y_r = k] − p_rk) Φ_r  (PRML eq. 4.109).
         assert x is not None and y is not None
         m = theta.shape[0]
         phi = design(x)
-        resid = torch.softmax(self._logits(theta, phi), dim=1).neg_()
-        resid += F.one_hot(y.long(), self.classes).T.to(resid.dtype)
-        return (resid.reshape(m * self.classes, -1) @ (phi * row_weight)).reshape(m, -1)
+        # log-softmax over classes by hand: one exp serves both the value and the gradient, and
+        # it is ~2x faster than torch.log_softmax over a middle dimension on CPU.
+        logits = self._logits(theta, phi)  # (M, K, R)
+        shifted = logits - logits.amax(1, keepdim=True)
+        exp = shifted.exp()
+        norm = exp.sum(1, keepdim=True)
+        one_hot = F.one_hot(y.long(), self.classes).T.to(logits.dtype)  # (K, R)
+        total = ((shifted * one_hot).sum((1, 2)) - norm.log().sum((1, 2))) * row_weight
+        resid = exp.div_(norm).neg_().add_(one_hot)
+        grad = (resid.reshape(m * self.classes, -1) @ (phi * row_weight)).reshape(m, -1)
+        return total, grad
 
     def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
         return torch.randn(
