@@ -1,6 +1,6 @@
 """Evidence estimators: pure functions over explicit state, no I/O."""
 
-from estimators.base import Estimator, EstimatorConfigError, Info
+from estimators.base import Estimator, EstimatorConfigError, EstimatorError, Info
 from estimators.exact import Exact, ExactState
 from estimators.history import ColumnView, History, InMemoryHistory, Rows
 from estimators.moves import MoveConfig
@@ -16,6 +16,7 @@ __all__ = [
     "ColumnView",
     "Estimator",
     "EstimatorConfigError",
+    "EstimatorError",
     "Exact",
     "ExactState",
     "History",

@@ -15,6 +15,11 @@ class EstimatorConfigError(ValueError):
     """An estimator setting is out of its valid range."""
 
 
+class EstimatorError(RuntimeError):
+    """An update could not be computed: non-finite likelihoods, a stalled annealing ladder, a
+    degenerate particle cloud. The state passed in is untouched (states are immutable)."""
+
+
 def check(condition: bool, message: str) -> None:
     if not condition:
         raise EstimatorConfigError(message)
@@ -76,3 +81,7 @@ class Estimator(Protocol[StateT]):
     def log_evidence_variance(self, state: StateT) -> float: ...
 
     def n_observations(self, state: StateT) -> int: ...
+
+    def ess(self, state: StateT) -> float:
+        """Effective sample size of the state's particle weights (NaN without particles)."""
+        ...

@@ -57,6 +57,9 @@ class Exact:
     def n_observations(self, state: ExactState) -> int:
         return int(state.n_observations)
 
+    def ess(self, state: ExactState) -> float:
+        return float("nan")
+
     def posterior_stats(self, state: ExactState) -> dict[str, Tensor]:
         return self._unflatten(state.stats)
 

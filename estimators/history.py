@@ -91,21 +91,41 @@ class InMemoryHistory:
 
     def rows(self) -> Rows:
         """All stored rows (views, not copies)."""
-        return self._view(0, self._length)
+        return self.prefix(self._length).rows
 
-    def _view(self, start: int, stop: int) -> Rows:
-        return Rows(
-            None if self._x is None else self._x[start:stop],
-            None if self._y is None else self._y[start:stop],
+    def prefix(self, length: int) -> RowsHistory:
+        """The first ``length`` rows as a read-only history (views, not copies)."""
+        return RowsHistory(
+            Rows(
+                None if self._x is None else self._x[:length],
+                None if self._y is None else self._y[:length],
+            )
         )
 
     def sample(self, size: int, generator: torch.Generator) -> Rows:
+        return self.prefix(self._length).sample(size, generator)
+
+    def blocks(self, block_rows: int) -> Iterator[Rows]:
+        return self.prefix(self._length).blocks(block_rows)
+
+
+class RowsHistory:
+    """A fixed block of rows as a ``History``."""
+
+    def __init__(self, rows: Rows) -> None:
+        self.rows = rows
+        self._length = rows.count if rows.x is not None or rows.y is not None else 0
+
+    def __len__(self) -> int:
+        return self._length
+
+    def sample(self, size: int, generator: torch.Generator) -> Rows:
         index = torch.randint(0, self._length, (size,), generator=generator)
-        return self._view(0, self._length).take(index)
+        return self.rows.take(index)
 
     def blocks(self, block_rows: int) -> Iterator[Rows]:
         for start in range(0, self._length, block_rows):
-            yield self._view(start, min(start + block_rows, self._length))
+            yield self.rows.slice(start, min(start + block_rows, self._length))
 
 
 def _grow(buffer: Tensor, capacity: int) -> Tensor:

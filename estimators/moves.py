@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from estimators.base import check, check_int, check_number
+from estimators.base import EstimatorError, check, check_int, check_number
 
 PRECONDITIONERS = ("identity", "particles")
 
@@ -59,7 +59,12 @@ def particle_scale(theta: Tensor, log_weights: Tensor) -> Tensor:
     cov = (centred * weights[:, None]).T @ centred
     jitter = 1e-9 * float(cov.diagonal().mean()) + torch.finfo(theta.dtype).tiny
     eye = torch.eye(theta.shape[1], dtype=theta.dtype)
-    return torch.linalg.cholesky(cov + jitter * eye)
+    factor, info = torch.linalg.cholesky_ex(cov + jitter * eye)
+    if int(info) != 0 or not torch.isfinite(factor).all():
+        raise EstimatorError(
+            "the particle covariance is not positive definite (particles diverged)"
+        )
+    return factor
 
 
 def sghmc_step(config: MoveConfig, particle_factor: Tensor, rows: float) -> tuple[float, Tensor]:

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from estimators.annealing import next_increment
-from estimators.base import Info, check, check_int, check_number
+from estimators.base import EstimatorError, Info, check, check_int, check_number
 from estimators.gradients import (
     Anchor,
     PastData,
@@ -32,7 +32,8 @@ from estimators.moves import MoveConfig, particle_scale, sghmc_step
 from estimators.resampling import RESAMPLERS
 from estimators.schedule import split_points
 from estimators.sghmc import sghmc_move
-from estimators.weights import ess, log_mean_increment, log_normalize
+from estimators.weights import ess as kish_ess
+from estimators.weights import log_mean_increment, log_normalize
 from models import Model
 
 
@@ -41,7 +42,7 @@ class SGAISConfig(MoveConfig):
     ess_target: float = 0.9  # conditional-ESS fraction each annealing step keeps
     resample_threshold: float = 0.5  # resample when ESS / M falls below this
     resampling: str = "systematic"
-    max_annealing_steps: int = 10_000  # per sub-chunk; a safeguard, never reached in practice
+    max_annealing_steps: int = 1000  # per sub-chunk; a safeguard, far above what data needs
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -109,6 +110,9 @@ class SGAIS:
     def n_observations(self, state: SGAISState) -> int:
         return int(state.n_observations)
 
+    def ess(self, state: SGAISState) -> float:
+        return kish_ess(state.log_weights)
+
     def update(
         self, state: SGAISState, chunk: Rows, history: History, generator: torch.Generator
     ) -> tuple[SGAISState, Info]:
@@ -123,7 +127,7 @@ class SGAIS:
             rows=chunk.count,
             log_evidence_increment=tally.log_evidence,
             log_evidence_increment_variance=tally.variance,
-            ess=ess(state.log_weights),
+            ess=kish_ess(state.log_weights),
             min_ess=tally.min_ess,
             annealing_steps=tally.annealing_steps,
             resamples=tally.resamples,
@@ -165,9 +169,17 @@ class SGAIS:
         temperature, steps, log_evidence, variance = 0.0, 0, 0.0, 0.0
         while temperature < 1.0:
             if steps >= self._max_annealing_steps:
-                raise RuntimeError(f"annealing did not reach λ = 1 in {steps} steps")
+                raise EstimatorError(
+                    f"annealing reached only λ = {temperature:.3g} in {steps} steps; the chunk "
+                    "is far outside what the particles can explain"
+                )
             remaining = 1.0 - temperature
             delta = self._next_increment(log_w, log_lik, remaining)
+            if delta < 1e-12 * remaining:
+                raise EstimatorError(
+                    f"annealing stalled at λ = {temperature:.3g}: the chunk's log-likelihood "
+                    f"spans {float(log_lik.max() - log_lik.min()):.3g} nats across particles"
+                )
             step_log_evidence, step_variance = log_mean_increment(log_w, delta * log_lik)
             log_evidence += step_log_evidence
             variance += step_variance
@@ -175,7 +187,7 @@ class SGAIS:
             temperature = 1.0 if delta >= remaining else temperature + delta
             steps += 1
             scale = particle_scale(theta, log_w)  # before resampling: W carries the target
-            current_ess = ess(log_w)
+            current_ess = kish_ess(log_w)
             tally.min_ess = min(tally.min_ess, current_ess)
             theta, log_w = self._select(theta, log_w, current_ess, generator, tally)
             rows = len(history) + temperature * piece.count
@@ -255,5 +267,9 @@ class SGAIS:
 def _chunk_log_likelihood(model: Model, theta: Tensor, piece: Rows) -> Tensor:
     log_lik = model.log_likelihood(theta, piece.x, piece.y).sum(-1)
     if torch.isnan(log_lik).any():
-        raise FloatingPointError("the model's log-likelihood is NaN for some particle")
+        raise EstimatorError("the model's log-likelihood is NaN for some particle")
+    if not torch.isfinite(log_lik).any():
+        raise EstimatorError(
+            "the chunk has zero likelihood (log-likelihood −∞ or +∞) under every particle"
+        )
     return log_lik

@@ -8,6 +8,7 @@ import pytest
 
 from estimators import OnlineEvidence, exact_log_evidence
 
+
 def run(stream, family: str, seed: int, method: str, rows: int = 300, post: int = 50):
     model, x, y = stream(family, rows, seed)
     tracker = OnlineEvidence(model, method=method, seed=seed)

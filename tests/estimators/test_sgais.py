@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
 
-from estimators import OnlineEvidence, exact_log_evidence
-from models import GaussianMixture, LogisticRegression
+from estimators import EstimatorError, OnlineEvidence, exact_log_evidence
+from models import GaussianMixture, LinearRegression, LogisticRegression
 
 SEEDS = range(8)
 ROWS, POST = 300, 50
@@ -169,3 +170,22 @@ def test_logistic_regression_survives_minibatch_moves() -> None:
         tracker.update(x[start : start + 250], y[start : start + 250])
     assert float(tracker.state.particles.abs().max()) < 20.0  # prior scale 1, posterior tighter
     assert math.isfinite(tracker.log_evidence)
+
+
+def test_a_chunk_no_particle_can_explain_fails_fast_and_changes_nothing() -> None:
+    tracker = OnlineEvidence(LinearRegression(2), particles=16, seed=0)
+    tracker.update([[0.1, 0.2]] * 20, [0.3] * 20)
+    before = tracker.state_bytes()
+    start = time.perf_counter()
+    with pytest.raises(EstimatorError):
+        tracker.update([[1e200, 1e200]] * 5, [1e200] * 5)
+    assert time.perf_counter() - start < 5.0  # no crawl through the annealing-step cap
+    assert tracker.state_bytes() == before
+    assert tracker.n_observations == 20
+
+
+def test_ess_of_the_state_matches_the_last_update() -> None:
+    tracker = OnlineEvidence(LinearRegression(2), particles=32, seed=1)
+    assert tracker.estimator.ess(tracker.state) == pytest.approx(32.0)
+    info = tracker.update([[0.5, -0.2]] * 30, [1.0] * 30)
+    assert tracker.estimator.ess(tracker.state) == pytest.approx(info.ess)

@@ -1,0 +1,1 @@
+"""The service shell: HTTP (FastAPI), Redis (state, data log, pub/sub), workers, CLI."""

@@ -1,0 +1,5 @@
+"""``python -m service`` is the ``modelcompare`` console script."""
+
+from service.cli import main
+
+main()

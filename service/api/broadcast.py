@@ -1,0 +1,96 @@
+"""Relays published evidence updates to this process's websockets and waiting requests.
+
+One pattern subscription per API process; each local subscriber keeps only the newest update
+(a slow client skips intermediate versions instead of building a backlog).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from service.store.keys import comparison_id_from_channel, updates_pattern
+
+log = logging.getLogger("modelcompare.broadcast")
+
+
+class Subscription:
+    def __init__(self) -> None:
+        self.latest: dict[str, Any] | None = None
+        self.deleted = False
+        self._event = asyncio.Event()
+
+    def offer(self, payload: dict[str, Any]) -> None:
+        if payload.get("deleted"):
+            self.deleted = True
+        elif self.latest is None or payload["version"] > self.latest["version"]:
+            self.latest = payload
+        self._event.set()
+
+    async def next(self, after_version: int, timeout: float | None = None) -> dict[str, Any] | None:
+        """The newest update with a version above ``after_version``; None when deleted."""
+        while True:
+            if self.deleted:
+                return None
+            if self.latest is not None and self.latest["version"] > after_version:
+                return self.latest
+            self._event.clear()
+            await asyncio.wait_for(self._event.wait(), timeout)
+
+
+class Broadcaster:
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self._client = client
+        self._prefix = prefix
+        self._subscribers: dict[str, set[Subscription]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self.ready = asyncio.Event()
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._listen())
+        await asyncio.wait_for(self.ready.wait(), 10)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    @contextlib.contextmanager
+    def subscribe(self, cid: str) -> Iterator[Subscription]:
+        subscription = Subscription()
+        self._subscribers.setdefault(cid, set()).add(subscription)
+        try:
+            yield subscription
+        finally:
+            subscribers = self._subscribers.get(cid, set())
+            subscribers.discard(subscription)
+            if not subscribers:
+                self._subscribers.pop(cid, None)
+
+    async def _listen(self) -> None:
+        while True:
+            try:
+                pubsub = self._client.pubsub()
+                await pubsub.psubscribe(updates_pattern(self._prefix))
+                self.ready.set()
+                async for message in pubsub.listen():
+                    if message["type"] == "pmessage":
+                        self._dispatch(message["channel"].decode(), message["data"])
+            except (aioredis.ConnectionError, OSError) as exc:
+                log.warning("pub/sub connection lost: %s", exc)
+                await asyncio.sleep(0.5)
+
+    def _dispatch(self, channel: str, data: bytes) -> None:
+        subscribers = self._subscribers.get(comparison_id_from_channel(channel))
+        if not subscribers:
+            return
+        payload = json.loads(data)
+        for subscription in list(subscribers):
+            subscription.offer(payload)

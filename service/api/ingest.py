@@ -1,0 +1,104 @@
+"""Parsing and validating a chunk: shape, finiteness, limits, and every model's support."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import torch
+from fastapi import Request
+
+from estimators import Rows
+from service.api.errors import ApiError
+from service.engine import Runner
+from service.schemas import ComparisonSpec
+from service.store.codec import encode_block
+
+
+def _invalid(message: str, details: Any = None) -> ApiError:
+    return ApiError(422, "invalid_chunk", message, details)
+
+
+async def read_body(request: Request, limit: int) -> bytes:
+    """The raw body, or 413 as soon as it is known to exceed ``limit`` bytes."""
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, "too_large", f"body exceeds {limit} bytes", {"limit": limit})
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise ApiError(413, "too_large", f"body exceeds {limit} bytes", {"limit": limit})
+        parts.append(part)
+    return b"".join(parts)
+
+
+def _array(values: Any, ndim: int, name: str) -> np.ndarray | None:
+    if values is None:
+        return None
+    if isinstance(values, str | bytes | dict) or not isinstance(values, list):
+        raise _invalid(f"{name} must be a list of numbers", {"field": name})
+    try:
+        array = np.asarray(values, dtype=np.float64)
+    except (ValueError, TypeError):
+        raise _invalid(f"{name} must be a rectangular list of numbers (ragged rows or "
+                       "non-numbers)", {"field": name}) from None
+    if array.ndim != ndim:
+        raise _invalid(f"{name} must have {ndim} dimension(s), got shape {array.shape}",
+                       {"field": name, "shape": list(array.shape)})
+    if not np.isfinite(array).all():
+        raise _invalid(f"{name} contains NaN or infinite values", {"field": name})
+    return array
+
+
+def parse_chunk(body: bytes, spec: ComparisonSpec, max_rows: int) -> tuple[bytes, int]:
+    """The chunk's binary block and row count, or the 4xx ``ApiError`` that explains it."""
+    try:
+        data = json.loads(body)
+    except ValueError as exc:
+        raise _invalid(f"body is not JSON: {exc}") from None
+    if not isinstance(data, dict) or set(data) - {"x", "y"}:
+        raise _invalid('body must be an object with "x" and/or "y"')
+    x, y = _array(data.get("x"), 2, "x"), _array(data.get("y"), 1, "y")
+    if spec.x_dim and x is None:
+        raise _invalid(f"x is required: rows of {spec.x_dim} numbers")
+    if not spec.x_dim and x is not None:
+        raise _invalid("no model of this comparison reads x; leave it out")
+    if spec.has_y and y is None:
+        raise _invalid("y is required")
+    if not spec.has_y and y is not None:
+        raise _invalid("no model of this comparison has a target; leave y out")
+    if x is not None and y is not None and x.shape[0] != y.shape[0]:
+        raise _invalid(f"x has {x.shape[0]} rows but y has {y.shape[0]}")
+    reference = x if x is not None else y
+    if reference is None:
+        raise _invalid('a chunk needs "x" or "y"')
+    rows = int(reference.shape[0])
+    if rows == 0:
+        raise _invalid("a chunk needs at least one row")
+    if rows > max_rows:
+        raise ApiError(413, "too_large", f"{rows} rows exceed the limit of {max_rows}",
+                       {"rows": rows, "limit": max_rows})
+    if x is not None and x.shape[1] != spec.x_dim:
+        raise _invalid(f"rows of x need {spec.x_dim} numbers, got {x.shape[1]}",
+                       {"columns": x.shape[1], "expected": spec.x_dim})
+    tensors = Rows(
+        None if x is None else torch.from_numpy(x), None if y is None else torch.from_numpy(y)
+    )
+    for model in spec.models:
+        try:
+            Runner(spec, model).validate(tensors)
+        except ValueError as exc:
+            raise _invalid(f"model {model.name!r}: {exc}", {"model": model.name}) from None
+    return encode_block(x, y), rows
+
+
+def parse_query(values: list[list[float]] | None, spec: ComparisonSpec) -> torch.Tensor | None:
+    """Query inputs for predict: rows of ``x_dim`` finite numbers (one row if no model reads x)."""
+    x = _array(values, 2, "x")
+    if not spec.x_dim:
+        return None if x is None else torch.from_numpy(x)
+    if x is None or x.shape[0] == 0 or x.shape[1] != spec.x_dim:
+        raise _invalid(f"x must hold rows of {spec.x_dim} numbers")
+    return torch.from_numpy(x)

@@ -1,0 +1,128 @@
+"""Ingest chunks; read evidence, weights, the evidence trace; BMA predictions."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+
+from service.api.deps import BroadcasterDep, MetricsDep, SettingsDep, StoreDep
+from service.api.errors import ApiError, not_found
+from service.api.ingest import parse_chunk, parse_query, read_body
+from service.engine import Runner
+from service.evidence import mix, prediction_json
+from service.schemas import ChunkIn, PredictIn
+from service.store.codec import block_digest
+
+router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
+
+_CHUNK_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {"application/json": {"schema": ChunkIn.model_json_schema()}},
+    }
+}
+
+
+@router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY)
+async def ingest_chunk(
+    cid: str,
+    request: Request,
+    store: StoreDep,
+    settings: SettingsDep,
+    broadcaster: BroadcasterDep,
+    metrics: MetricsDep,
+    wait: bool = False,
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> JSONResponse:
+    """Validate and queue a chunk (202 with its sequence); ``?wait=true``: 200 with evidence."""
+    body = await read_body(request, settings.max_body_bytes)
+    meta = await store.meta(cid)
+    block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
+    status, sequence = await store.ingest(cid, block, rows, block_digest(block), idempotency_key)
+    if status == "missing":
+        raise not_found(cid)
+    if status == "conflict":
+        raise ApiError(409, "idempotency_conflict",
+                       "this Idempotency-Key was used with a different body",
+                       {"idempotency_key": idempotency_key, "sequence": sequence})
+    if status == "accepted":
+        metrics.ingested.inc()
+    accepted = {"sequence": sequence, "rows": rows, "duplicate": status == "duplicate"}
+    if not wait:
+        return JSONResponse(accepted, status_code=202)
+    with broadcaster.subscribe(cid) as subscription:
+        evidence = await store.evidence(cid)
+        deadline = time.monotonic() + settings.wait_timeout
+        while evidence["sequence"] < sequence:
+            try:
+                update = await subscription.next(evidence["version"],
+                                                 max(deadline - time.monotonic(), 0.0))
+            except TimeoutError:
+                return JSONResponse({**accepted, "processed": False}, status_code=202)
+            if update is None:
+                raise not_found(cid)
+            evidence = update
+    return JSONResponse(evidence, status_code=200)
+
+
+@router.get("/evidence")
+async def get_evidence(cid: str, store: StoreDep) -> Response:
+    """Per model: log_evidence, log_evidence_stderr, n_observations, ess, posterior_probability."""
+    return Response(await store.evidence_raw(cid), media_type="application/json")
+
+
+@router.get("/weights")
+async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
+    evidence = await store.evidence(cid)
+    return {
+        "weights": {m["name"]: m["posterior_probability"] for m in evidence["models"]},
+        "version": evidence["version"],
+        "sequence": evidence["sequence"],
+    }
+
+
+@router.get("/history")
+async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
+    """Evidence trace per model, one point per applied chunk (for plots)."""
+    points = await store.trace(cid)
+    models: dict[str, dict[str, list[Any]]] = {}
+    for point in points:
+        for name, value in point["models"].items():
+            series = models.setdefault(name, {"sequence": [], "n_observations": [],
+                                              "log_evidence": [], "log_evidence_stderr": []})
+            series["sequence"].append(point["sequence"])
+            for key in ("n_observations", "log_evidence", "log_evidence_stderr"):
+                series[key].append(value[key])
+    return {"models": models, "points": points}
+
+
+@router.post("/predict")
+async def predict(cid: str, body: PredictIn, store: StoreDep) -> dict[str, Any]:
+    """BMA predictive at ``x``: the mixture over models by posterior probability, and each part."""
+    spec, evidence, states = await store.states(cid)
+    x = parse_query(body.x, spec)
+
+    def compute() -> dict[str, Any]:
+        parts, mixture_parts = [], []
+        for summary in evidence["models"]:
+            part: dict[str, Any] = {"name": summary["name"],
+                                    "posterior_probability": summary["posterior_probability"]}
+            try:
+                runner = Runner(spec, spec.model(summary["name"]))
+                prediction = runner.predict(runner.load(states[summary["name"]]), x)
+            except ValueError as exc:
+                part["error"] = str(exc)
+            else:
+                part.update(prediction_json(prediction))
+                if summary["posterior_probability"]:
+                    mixture_parts.append((summary["posterior_probability"], prediction))
+            parts.append(part)
+        mixture = mix(mixture_parts) if mixture_parts else None
+        return {"version": evidence["version"], "mixture": mixture, "models": parts}
+
+    return await asyncio.to_thread(compute)

@@ -1,0 +1,65 @@
+"""Websocket: a snapshot on connect, then the newest evidence after every commit."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+
+from service.api.deps import BroadcasterDep, StoreDep
+from service.store.comparisons import NotFound
+
+router = APIRouter(tags=["stream"])
+
+CLOSE_NOT_FOUND = 4404
+
+
+@router.websocket("/v1/comparisons/{cid}/ws")
+async def evidence_stream(
+    websocket: WebSocket, cid: str, store: StoreDep, broadcaster: BroadcasterDep
+) -> None:
+    """Messages are ``{"type": "snapshot"|"update", "evidence": {...}}`` with rising versions;
+    a slow client gets the newest version, skipping those it had no time for."""
+    await websocket.accept()
+    with broadcaster.subscribe(cid) as subscription:
+        try:
+            evidence = await store.evidence(cid)
+        except NotFound:
+            await websocket.send_json({"type": "error", "error": {
+                "code": "not_found", "message": f"no comparison with id {cid!r}",
+                "details": {"id": cid}}})
+            await websocket.close(code=CLOSE_NOT_FOUND)
+            return
+        await websocket.send_text(json.dumps({"type": "snapshot", "evidence": evidence}))
+        version = evidence["version"]
+        receiver = asyncio.create_task(_drain(websocket))
+        try:
+            while True:
+                waiter = asyncio.create_task(subscription.next(version))
+                done, _ = await asyncio.wait({waiter, receiver},
+                                             return_when=asyncio.FIRST_COMPLETED)
+                if receiver in done:
+                    waiter.cancel()
+                    return
+                update = waiter.result()
+                if update is None:
+                    await websocket.send_json({"type": "deleted", "id": cid})
+                    await websocket.close()
+                    return
+                version = update["version"]
+                await websocket.send_text(json.dumps({"type": "update", "evidence": update}))
+        except WebSocketDisconnect:
+            return
+        finally:
+            receiver.cancel()
+            with contextlib.suppress(asyncio.CancelledError, WebSocketDisconnect):
+                await receiver
+
+
+async def _drain(websocket: WebSocket) -> None:
+    """Reads (and ignores) client messages until it disconnects."""
+    with contextlib.suppress(WebSocketDisconnect):
+        while True:
+            await websocket.receive_text()

@@ -1,0 +1,38 @@
+"""Settings from the environment (``MODELCOMPARE_`` prefix; ``REDIS_URL`` is accepted too)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="MODELCOMPARE_", extra="ignore", populate_by_name=True
+    )
+
+    redis_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("MODELCOMPARE_REDIS_URL", "REDIS_URL")
+    )
+    data_dir: Path = Path(".modelcompare")  # embedded Redis keeps its data file here
+    key_prefix: str = "mc"
+    host: str = "127.0.0.1"
+    port: int = 8000
+    embedded_worker: bool | None = None  # default: on exactly when Redis is embedded
+    max_rows: int = Field(default=100_000, ge=1)
+    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    wait_timeout: float = Field(default=30.0, gt=0)
+    idempotency_ttl: float = Field(default=24 * 3600.0, gt=0)
+    lease_ttl: float = Field(default=30.0, gt=0)  # a worker's hold on one comparison
+    poll_interval: float = Field(default=0.5, gt=0)
+    batch_chunks: int = Field(default=16, ge=1)  # chunks a worker applies per lease
+    history_cache: int = Field(default=16, ge=1)  # comparisons whose history a worker caches
+    torch_threads: int | None = Field(default=None, ge=1)  # intra-op threads; None: torch's
+
+    @property
+    def runs_worker_inline(self) -> bool:
+        if self.embedded_worker is None:
+            return self.redis_url is None
+        return self.embedded_worker

@@ -1,0 +1,113 @@
+"""The evidence body (what GET /evidence, the websocket and ?wait=true return) and BMA mixing.
+
+The only arithmetic here: posterior model probabilities, softmax(log Z + log prior), and the
+mixture of per-model predictive summaries with those probabilities.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from models import Prediction
+from service.schemas import ComparisonSpec
+
+
+def posterior_probabilities(spec: ComparisonSpec, models: dict[str, dict[str, Any]]) -> dict:
+    """Probabilities of the models that have seen every row (not catching up, not failed)."""
+    scores = {
+        m.name: models[m.name]["log_evidence"] + math.log(m.prior_weight)
+        for m in spec.models
+        if not models[m.name]["catching_up"]
+        and not models[m.name].get("failed")
+        and models[m.name]["log_evidence"] is not None
+    }
+    if not scores:
+        return {}
+    top = max(scores.values())
+    exps = {name: math.exp(score - top) for name, score in scores.items()}
+    total = sum(exps.values())
+    return {name: value / total for name, value in exps.items()}
+
+
+def evidence_body(
+    spec: ComparisonSpec,
+    models: dict[str, dict[str, Any]],
+    *,
+    version: int,
+    sequence: int,
+    n_observations: int,
+    last_error: dict[str, Any] | None,
+    compute_seconds: float | None = None,
+) -> dict[str, Any]:
+    """``models`` maps name -> summary (log_evidence, stderr, n, ess, info, catching_up, ...)."""
+    probabilities = posterior_probabilities(spec, models)
+    total_prior = sum(m.prior_weight for m in spec.models)
+    return {
+        "id": spec.id,
+        "version": version,
+        "sequence": sequence,
+        "n_observations": n_observations,
+        "models": [
+            {
+                "name": m.name,
+                "family": m.family,
+                **models[m.name],
+                "prior_probability": m.prior_weight / total_prior,
+                "posterior_probability": probabilities.get(m.name),
+            }
+            for m in spec.models
+        ],
+        "last_error": last_error,
+        "compute_seconds": compute_seconds,  # estimator time of the step that made this version
+    }
+
+
+def model_summaries(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Inverse of ``evidence_body`` for the per-model part a worker carries forward."""
+    derived = {"name", "family", "prior_probability", "posterior_probability"}
+    return {m["name"]: {k: v for k, v in m.items() if k not in derived} for m in body["models"]}
+
+
+def _tensor_list(value: torch.Tensor | None) -> list[Any] | None:
+    return None if value is None else value.tolist()
+
+
+def prediction_json(prediction: Prediction) -> dict[str, Any]:
+    return {
+        "mean": _tensor_list(prediction.mean),
+        "variance": _tensor_list(prediction.variance),
+        "probabilities": _tensor_list(prediction.probabilities),
+        "log_density": _tensor_list(prediction.log_density),
+    }
+
+
+def _stack(values: list[torch.Tensor | None]) -> torch.Tensor | None:
+    """The parts stacked on a new first axis, or None when some part lacks the field."""
+    present = [v for v in values if v is not None]
+    return torch.stack(present) if present and len(present) == len(values) else None
+
+
+def mix(parts: list[tuple[float, Prediction]]) -> dict[str, Any]:
+    """The BMA mixture: Σ w_k p_k for densities and probabilities; mean and variance by the law
+    of total variance. Fields some part lacks are left out (null)."""
+    weights = torch.tensor([w for w, _ in parts], dtype=torch.float64)
+    weights = weights / weights.sum()
+    preds = [p for _, p in parts]
+    out: dict[str, Any] = {"mean": None, "variance": None, "probabilities": None,
+                           "log_density": None}
+    means, variances = _stack([p.mean for p in preds]), _stack([p.variance for p in preds])
+    if means is not None and variances is not None:
+        mean = torch.einsum("k,k...->...", weights, means)
+        second = torch.einsum("k,k...->...", weights, variances + means**2)
+        out["mean"], out["variance"] = mean.tolist(), (second - mean**2).tolist()
+    probabilities = _stack([p.probabilities for p in preds])
+    if probabilities is not None:
+        out["probabilities"] = torch.einsum("k,k...->...", weights, probabilities).tolist()
+    densities = _stack([p.log_density for p in preds])
+    if densities is not None:
+        shape = (-1,) + (1,) * (densities.ndim - 1)
+        out["log_density"] = torch.logsumexp(densities + weights.log().reshape(shape), 0).tolist()
+    return out

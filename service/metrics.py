@@ -1,0 +1,33 @@
+"""Prometheus metrics of one process (API and/or worker), on a registry of its own."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.ingested = Counter(
+            "modelcompare_chunks_ingested", "Chunks accepted by the API", registry=self.registry
+        )
+        self.processed = Counter(
+            "modelcompare_chunks_processed", "Chunks applied by a worker", registry=self.registry
+        )
+        self.dead_lettered = Counter(
+            "modelcompare_chunks_dead_lettered",
+            "Chunks an estimator failed on, recorded and skipped",
+            registry=self.registry,
+        )
+        self.update_seconds = Histogram(
+            "modelcompare_update_seconds",
+            "Time to apply one chunk to every model, commit included",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "modelcompare_queue_depth",
+            "Chunks ingested but not yet applied, per comparison",
+            ["comparison"],
+            registry=self.registry,
+        )

@@ -1,0 +1,1 @@
+"""Redis persistence: keys under the ``{cmp:<id>}`` hash tag, Lua scripts, binary row blocks."""

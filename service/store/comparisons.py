@@ -1,0 +1,164 @@
+"""What the API does in Redis (asyncio client): create, read, ingest, add models, delete."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+
+from service.schemas import ComparisonSpec, ModelSpec
+from service.store import scripts
+from service.store.keys import GROUP, Keys, index_key, work_channel
+
+
+class NotFound(LookupError):
+    """No comparison with that id."""
+
+
+@dataclass(frozen=True)
+class Meta:
+    spec: ComparisonSpec
+    version: int
+    sequence: int  # chunks applied
+    ingested: int  # chunks accepted
+
+
+class Comparisons:
+    def __init__(self, client: aioredis.Redis, prefix: str, idempotency_ttl: float) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._idempotency_ms = int(idempotency_ttl * 1000)
+        self._create = client.register_script(scripts.CREATE)
+        self._ingest = client.register_script(scripts.INGEST)
+        self._add_model = client.register_script(scripts.ADD_MODEL)
+
+    def keys(self, cid: str) -> Keys:
+        return Keys(self.prefix, cid)
+
+    async def create(
+        self, spec: ComparisonSpec, evidence: dict[str, Any], states: dict[str, bytes]
+    ) -> None:
+        keys = self.keys(spec.id)
+        pairs: list[Any] = [item for name, data in states.items() for item in (name, data)]
+        await self._create(
+            keys=[keys.meta, keys.states, keys.evidence, keys.stream],
+            args=[spec.model_dump_json(), json.dumps(evidence, allow_nan=False), GROUP, *pairs],
+        )
+        await self.client.sadd(index_key(self.prefix), spec.id)
+
+    async def ids(self) -> list[str]:
+        return sorted(m.decode() for m in await self.client.smembers(index_key(self.prefix)))
+
+    async def meta(self, cid: str) -> Meta:
+        spec, version, sequence, ingested = await self.client.hmget(
+            self.keys(cid).meta, "spec", "version", "sequence", "next_seq"
+        )
+        if spec is None:
+            raise NotFound(cid)
+        return Meta(
+            ComparisonSpec.model_validate_json(spec), int(version), int(sequence), int(ingested)
+        )
+
+    async def evidence_raw(self, cid: str) -> bytes:
+        raw = await self.client.get(self.keys(cid).evidence)
+        if raw is None:
+            raise NotFound(cid)
+        return raw
+
+    async def evidence(self, cid: str) -> dict[str, Any]:
+        return json.loads(await self.evidence_raw(cid))
+
+    async def trace(self, cid: str) -> list[dict[str, Any]]:
+        await self.meta(cid)
+        return [json.loads(item) for item in await self.client.lrange(self.keys(cid).trace, 0, -1)]
+
+    async def states(
+        self, cid: str
+    ) -> tuple[ComparisonSpec, dict[str, Any], dict[str, bytes]]:
+        """Spec, evidence body and model states of one version (read in one transaction)."""
+        keys = self.keys(cid)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hget(keys.meta, "spec")
+        pipe.get(keys.evidence)
+        pipe.hgetall(keys.states)
+        spec, evidence, states = await pipe.execute()
+        if spec is None or evidence is None:
+            raise NotFound(cid)
+        return (
+            ComparisonSpec.model_validate_json(spec),
+            json.loads(evidence),
+            {name.decode(): data for name, data in states.items()},
+        )
+
+    async def delete(self, cid: str) -> None:
+        """Remove every key of the comparison: meta first, so nothing else touches it after."""
+        keys = self.keys(cid)
+        if not await self.client.delete(keys.meta):
+            raise NotFound(cid)
+        await self.client.srem(index_key(self.prefix), cid)
+        batch: list[bytes] = []
+        async for key in self.client.scan_iter(match=keys.pattern, count=500):
+            batch.append(key)
+            if len(batch) >= 500:
+                await self.client.delete(*batch)
+                batch.clear()
+        if batch:
+            await self.client.delete(*batch)
+        await self.client.publish(keys.updates, json.dumps({"id": cid, "deleted": True}))
+
+    async def ingest(
+        self, cid: str, block: bytes, rows: int, digest: str, idempotency_key: str | None
+    ) -> tuple[str, int]:
+        """Record and queue a chunk in one step: (accepted|duplicate|conflict|missing, sequence)."""
+        keys = self.keys(cid)
+        status, sequence = await self._ingest(
+            keys=[keys.meta, keys.stream, keys.idempotency(idempotency_key or "")],
+            args=[
+                digest,
+                block,
+                rows,
+                self._idempotency_ms,
+                work_channel(self.prefix),
+                cid,
+                "1" if idempotency_key else "0",
+            ],
+        )
+        return status.decode(), int(sequence)
+
+    async def add_model(
+        self,
+        meta: Meta,
+        spec: ComparisonSpec,
+        evidence: dict[str, Any],
+        model: ModelSpec,
+        state: bytes,
+        catching_up: bool,
+    ) -> int:
+        """Compare-and-set on ``meta.version``: 1 added, 0 stale, -1 gone, -2 name taken."""
+        keys = self.keys(spec.id)
+        result = await self._add_model(
+            keys=[keys.meta, keys.states, keys.evidence],
+            args=[
+                meta.version,
+                spec.model_dump_json(),
+                json.dumps(evidence, allow_nan=False),
+                keys.updates,
+                model.name,
+                state,
+                work_channel(self.prefix),
+                spec.id,
+                int(catching_up),
+            ],
+        )
+        return int(result)
+
+    async def queue_depths(self) -> dict[str, int]:
+        depths = {}
+        for cid in await self.ids():
+            sequence, ingested = await self.client.hmget(self.keys(cid).meta, "sequence",
+                                                         "next_seq")
+            if sequence is not None:
+                depths[cid] = int(ingested) - int(sequence)
+        return depths

@@ -1,0 +1,74 @@
+"""Redis key names. Every key of one comparison shares the hash tag ``{cmp:<id>}``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+GROUP = "workers"  # the consumer group of every comparison's chunk stream
+
+
+@dataclass(frozen=True)
+class Keys:
+    prefix: str
+    cid: str
+
+    def _key(self, name: str) -> str:
+        return f"{self.prefix}:{{cmp:{self.cid}}}:{name}"
+
+    @property
+    def meta(self) -> str:  # hash: spec, version, sequence (applied), next_seq (ingested)
+        return self._key("meta")
+
+    @property
+    def states(self) -> str:  # hash: model name -> safetensors bytes
+        return self._key("states")
+
+    @property
+    def evidence(self) -> str:  # string: the evidence body (JSON) at the current version
+        return self._key("evidence")
+
+    @property
+    def trace(self) -> str:  # list: one JSON entry per applied chunk
+        return self._key("trace")
+
+    @property
+    def blocks(self) -> str:  # list: one binary row block per applied chunk, index = seq - 1
+        return self._key("blocks")
+
+    @property
+    def stream(self) -> str:  # stream: chunks waiting for a worker
+        return self._key("stream")
+
+    @property
+    def lease(self) -> str:  # string: token of the worker applying this comparison's chunks
+        return self._key("lease")
+
+    @property
+    def updates(self) -> str:  # pub/sub channel: the evidence body after every commit
+        return self._key("updates")
+
+    @property
+    def pattern(self) -> str:  # SCAN pattern matching every key of the comparison
+        return self._key("*")
+
+    def idempotency(self, key: str) -> str:
+        return self._key(f"idem:{key}")
+
+
+def index_key(prefix: str) -> str:
+    """Set of comparison ids (outside any hash tag: listing is not on the hot path)."""
+    return f"{prefix}:comparisons"
+
+
+def work_channel(prefix: str) -> str:
+    """Pub/sub channel that wakes workers when a comparison has new work."""
+    return f"{prefix}:work"
+
+
+def updates_pattern(prefix: str) -> str:
+    return f"{prefix}:{{cmp:*}}:updates"
+
+
+def comparison_id_from_channel(channel: str) -> str:
+    start = channel.index("{cmp:") + len("{cmp:")
+    return channel[start : channel.index("}", start)]

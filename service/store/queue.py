@@ -1,0 +1,159 @@
+"""What a worker does in Redis: leases, reading chunks (consumer group, XAUTOCLAIM), commits."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import redis
+
+from service.schemas import ComparisonSpec
+from service.store import scripts
+from service.store.keys import GROUP, Keys, index_key
+
+APPLIED, STALE, GONE = 1, 0, -1
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One queued chunk: its stream id, sequence and binary block."""
+
+    id: str
+    sequence: int
+    block: bytes
+
+
+@dataclass
+class Snapshot:
+    """A comparison as a worker sees it at one version."""
+
+    spec: ComparisonSpec
+    version: int
+    sequence: int
+    evidence: dict[str, Any]
+    states: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Commit:
+    version: int  # the version the new states were computed from (compare-and-set)
+    sequence: int
+    entry_id: str  # '' for a catch-up step that applies no new chunk
+    block: bytes
+    evidence: dict[str, Any]
+    trace: dict[str, Any] | None
+    states: dict[str, bytes]
+    catching_up: int
+
+
+class Queue:
+    """Redis side of a worker (synchronous client)."""
+
+    def __init__(self, client: redis.Redis, prefix: str, consumer: str | None = None) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.consumer = consumer or f"worker-{uuid.uuid4().hex[:12]}"
+        self._commit = client.register_script(scripts.COMMIT)
+        self._renew = client.register_script(scripts.RENEW)
+        self._release = client.register_script(scripts.RELEASE)
+
+    def keys(self, cid: str) -> Keys:
+        return Keys(self.prefix, cid)
+
+    def comparison_ids(self) -> list[str]:
+        return sorted(m.decode() for m in self.client.smembers(index_key(self.prefix)))
+
+    def has_work(self, cid: str) -> bool:
+        sequence, ingested, catching = self.client.hmget(
+            self.keys(cid).meta, "sequence", "next_seq", "catching_up"
+        )
+        if sequence is None:
+            return False
+        return int(ingested) > int(sequence) or int(catching or 0) > 0
+
+    def acquire(self, cid: str, ttl: float) -> bool:
+        return bool(
+            self.client.set(self.keys(cid).lease, self.consumer, nx=True, px=int(ttl * 1000))
+        )
+
+    def renew(self, cid: str, ttl: float) -> bool:
+        return bool(self._renew(keys=[self.keys(cid).lease], args=[self.consumer, int(ttl * 1000)]))
+
+    def release(self, cid: str) -> None:
+        self._release(keys=[self.keys(cid).lease], args=[self.consumer])
+
+    def snapshot(self, cid: str) -> Snapshot | None:
+        keys = self.keys(cid)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(keys.meta, "spec", "version", "sequence")
+        pipe.get(keys.evidence)
+        pipe.hgetall(keys.states)
+        (spec, version, sequence), evidence, states = pipe.execute()
+        if spec is None or evidence is None:
+            return None
+        return Snapshot(
+            spec=ComparisonSpec.model_validate_json(spec),
+            version=int(version),
+            sequence=int(sequence),
+            evidence=json.loads(evidence),
+            states={name.decode(): data for name, data in states.items()},
+        )
+
+    def claim(self, cid: str, count: int) -> list[Entry]:
+        """Entries read but never acknowledged by any consumer (a dead worker's), now ours."""
+        entries: list[Entry] = []
+        start = "0-0"
+        while True:
+            reply = self.client.xautoclaim(
+                self.keys(cid).stream, GROUP, self.consumer, 0, start_id=start, count=count
+            )
+            next_id, claimed = reply[0], reply[1]
+            entries.extend(_entry(entry_id, fields) for entry_id, fields in claimed if fields)
+            if next_id in (b"0-0", "0-0"):
+                return sorted(entries, key=lambda e: e.sequence)
+            start = next_id
+
+    def read(self, cid: str, count: int) -> list[Entry]:
+        """New entries for this consumer (non-blocking)."""
+        reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys(cid).stream: ">"}, count)
+        return [_entry(entry_id, fields) for _, items in reply for entry_id, fields in items]
+
+    def ack(self, cid: str, entry_id: str) -> None:
+        keys = self.keys(cid)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.xack(keys.stream, GROUP, entry_id)
+        pipe.xdel(keys.stream, entry_id)
+        pipe.execute()
+
+    def commit(self, cid: str, commit: Commit) -> int:
+        """One atomic compare-and-set step: states, evidence, trace, block, ack, publish."""
+        keys = self.keys(cid)
+        pairs: list[Any] = []
+        for name, data in commit.states.items():
+            pairs += [name, data]
+        result = self._commit(
+            keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream],
+            args=[
+                commit.version,
+                commit.sequence,
+                commit.block,
+                GROUP,
+                commit.entry_id,
+                json.dumps(commit.evidence, allow_nan=False),
+                "" if commit.trace is None else json.dumps(commit.trace, allow_nan=False),
+                keys.updates,
+                commit.catching_up,
+                *pairs,
+            ],
+        )
+        return int(result)
+
+
+def _entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:
+    return Entry(
+        id=entry_id.decode() if isinstance(entry_id, bytes) else entry_id,
+        sequence=int(fields[b"sequence"]),
+        block=fields[b"block"],
+    )

@@ -1,0 +1,98 @@
+"""Lua scripts: every multi-key change of a comparison is one atomic step (Redis 6.2 and 7).
+
+Numbers never pass through Lua's cjson (it rounds to 14 digits): JSON documents are built in
+Python and stored as opaque strings.
+"""
+
+from __future__ import annotations
+
+# KEYS: meta, states, evidence, stream. ARGV: spec, evidence, group, then (model, state) pairs.
+CREATE = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'version', 0, 'sequence', 0, 'next_seq', 0)
+redis.call('SET', KEYS[3], ARGV[2])
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[3], '0', 'MKSTREAM')
+return 1
+"""
+
+# KEYS: meta, stream, idempotency key (may be unused).
+# ARGV: digest, block, rows, ttl ms, work channel, comparison id, use idempotency ('1'/'0').
+# Returns {status, sequence}: accepted | duplicate | conflict | missing.
+INGEST = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
+if ARGV[7] == '1' then
+  local prior = redis.call('HMGET', KEYS[3], 'digest', 'sequence')
+  if prior[1] then
+    if prior[1] == ARGV[1] then return {'duplicate', tonumber(prior[2])} end
+    return {'conflict', tonumber(prior[2])}
+  end
+end
+local seq = redis.call('HINCRBY', KEYS[1], 'next_seq', 1)
+redis.call('XADD', KEYS[2], '*', 'sequence', seq, 'rows', ARGV[3], 'block', ARGV[2])
+if ARGV[7] == '1' then
+  redis.call('HSET', KEYS[3], 'digest', ARGV[1], 'sequence', seq)
+  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+end
+redis.call('PUBLISH', ARGV[5], ARGV[6])
+return {'accepted', seq}
+"""
+
+# The compare-and-set commit of a worker.
+# KEYS: meta, states, evidence, trace, blocks, stream.
+# ARGV: expected version, sequence, block, group, stream entry id ('' for a catch-up step that
+# applies no new chunk), evidence JSON, trace JSON ('' for none), updates channel,
+# number of models still catching up, then (model, state) pairs.
+# Returns 1 applied, 0 stale (no-op), -1 comparison gone.
+COMMIT = """
+local meta = redis.call('HMGET', KEYS[1], 'version', 'sequence')
+if not meta[1] then return -1 end
+if tonumber(meta[1]) ~= tonumber(ARGV[1]) then return 0 end
+if ARGV[5] ~= '' then
+  local seq = tonumber(ARGV[2])
+  if seq ~= tonumber(meta[2]) + 1 or redis.call('LLEN', KEYS[5]) ~= seq - 1 then return 0 end
+  redis.call('RPUSH', KEYS[5], ARGV[3])
+  redis.call('HSET', KEYS[1], 'sequence', seq)
+  redis.call('XACK', KEYS[6], ARGV[4], ARGV[5])
+  redis.call('XDEL', KEYS[6], ARGV[5])
+end
+if ARGV[7] ~= '' then redis.call('RPUSH', KEYS[4], ARGV[7]) end
+for i = 10, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'catching_up', ARGV[9])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('SET', KEYS[3], ARGV[6])
+redis.call('PUBLISH', ARGV[8], ARGV[6])
+return 1
+"""
+
+# KEYS: meta, states, evidence. ARGV: expected version, spec, evidence, updates channel,
+# model name, state, work channel, comparison id, 1 if the model must catch up else 0.
+# Returns 1 added, 0 stale version, -1 comparison gone, -2 name taken.
+ADD_MODEL = """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version then return -1 end
+if tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+if redis.call('HEXISTS', KEYS[2], ARGV[5]) == 1 then return -2 end
+redis.call('HSET', KEYS[1], 'spec', ARGV[2])
+redis.call('HINCRBY', KEYS[1], 'catching_up', ARGV[9])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
+redis.call('SET', KEYS[3], ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[3])
+redis.call('PUBLISH', ARGV[7], ARGV[8])
+return 1
+"""
+
+# KEYS: lease. ARGV: token, ttl ms. Extends the lease only while the caller still holds it.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS: lease. ARGV: token.
+RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""

@@ -1,0 +1,115 @@
+"""A real uvicorn server in a thread on real Redis, and workers driven by hand, for the tests."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import redis
+import uvicorn
+from service_helpers import chunks, regression_data
+
+from service.api.main import create_app
+from service.core.config import Settings
+from service.store.keys import Keys
+from service.worker import Worker
+
+LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def local_redis_available() -> bool:
+    try:
+        return bool(redis.Redis.from_url(LOCAL_REDIS, socket_connect_timeout=1).ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def delete_prefix(url: str, prefix: str) -> None:
+    """Remove only this test's keys from a shared server (never FLUSHALL)."""
+    client = redis.Redis.from_url(url)
+    keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+    if keys:
+        client.delete(*keys)
+    client.close()
+
+
+@dataclass
+class Server:
+    url: str
+    settings: Settings
+    redis_url: str  # where the server's Redis is reachable from the test
+
+    def client(self) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=60)
+
+    def redis(self) -> redis.Redis:
+        return redis.Redis.from_url(self.redis_url)
+
+    @property
+    def ws_url(self) -> str:
+        return self.url.replace("http://", "ws://")
+
+
+class RunningServer:
+    def __init__(self, settings: Settings) -> None:
+        self.app = create_app(settings)
+        port = free_port()
+        self.server = uvicorn.Server(
+            uvicorn.Config(self.app, host="127.0.0.1", port=port, log_level="warning",
+                           ws="websockets-sansio")
+        )
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("uvicorn did not start")
+            time.sleep(0.02)
+        self.handle = Server(f"http://127.0.0.1:{port}", settings, self.app.state.redis_url)
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+StartServer = Callable[..., Server]
+
+
+def make_worker(server: Server, name: str, **overrides: Any) -> Worker:
+    """A worker on the server's Redis that the test drives itself (short lease)."""
+    settings = Settings(key_prefix=server.settings.key_prefix, lease_ttl=0.5,
+                        poll_interval=0.05, **overrides)
+    return Worker(server.redis(), settings, consumer=name)
+
+
+def create_and_ingest(client: httpx.Client, body: dict[str, Any], rows: int, size: int,
+                      seed: int = 0) -> str:
+    x, y = regression_data(rows, seed=seed)
+    cid = str(client.post("/v1/comparisons", json=body).json()["id"])
+    for chunk in chunks(x, y, size):
+        assert client.post(f"/v1/comparisons/{cid}/chunks", json=chunk).status_code == 202
+    return cid
+
+
+def drain(worker: Worker, store: redis.Redis, keys: Keys, sequence: int) -> None:
+    """Run ``worker`` until the comparison has applied ``sequence`` chunks."""
+    deadline = time.monotonic() + 180
+    while int(store.hget(keys.meta, "sequence")) < sequence:
+        assert time.monotonic() < deadline, "the worker did not finish"
+        if not worker.run_once():
+            time.sleep(0.05)
+
+
+def states(store: redis.Redis, keys: Keys) -> dict[bytes, bytes]:
+    return dict(store.hgetall(keys.states))

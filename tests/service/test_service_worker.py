@@ -1,0 +1,99 @@
+"""Workers: racing workers apply each chunk once; a worker killed between read and write is
+recovered (XAUTOCLAIM) to the same bits; stale commits are no-ops; poison chunks dead-letter."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from service_helpers import by_name, comparison_body
+from service_server import Server, StartServer, create_and_ingest, drain, make_worker, states
+
+from service.store.keys import GROUP, Keys
+from service.store.queue import STALE
+
+SGAIS = {"particles": 32, "steps": 10}
+
+
+def test_two_racing_workers_apply_each_chunk_once(start_server: StartServer) -> None:
+    server = start_server("local", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    body = comparison_body("sgais", seed=11, **SGAIS)
+    with server.client() as client:
+        reference = create_and_ingest(client, body, 160, 20)
+        drain(make_worker(server, "solo"), store, Keys(prefix, reference), 8)
+        raced = create_and_ingest(client, body, 160, 20)
+        stop = threading.Event()
+        racers = [make_worker(server, f"racer-{i}", batch_chunks=1) for i in range(2)]
+        threads = [threading.Thread(target=w.run, args=(stop,)) for w in racers]
+        for thread in threads:
+            thread.start()
+        try:
+            deadline = time.monotonic() + 180
+            while client.get(f"/v1/comparisons/{raced}/evidence").json()["sequence"] < 8:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        evidence = client.get(f"/v1/comparisons/{raced}/evidence").json()
+        trace = client.get(f"/v1/comparisons/{raced}/history").json()["points"]
+    keys = Keys(prefix, raced)
+    assert evidence["n_observations"] == 160
+    assert all(m["n_observations"] == 160 for m in evidence["models"])
+    assert [p["sequence"] for p in trace] == list(range(1, 9))
+    assert store.llen(keys.blocks) == 8
+    assert store.xpending(keys.stream, GROUP)["pending"] == 0
+    assert states(store, keys) == states(store, Keys(prefix, reference))
+
+
+def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) -> None:
+    server = start_server("embedded", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    body = comparison_body("sgais", seed=3, **SGAIS)
+    with server.client() as client:
+        reference = create_and_ingest(client, body, 180, 30)
+        drain(make_worker(server, "solo"), store, Keys(prefix, reference), 6)
+        cid = create_and_ingest(client, body, 180, 30)
+    keys = Keys(prefix, cid)
+    doomed = make_worker(server, "doomed")
+    assert doomed.queue.acquire(cid, 0.5)
+    snap = doomed.queue.snapshot(cid)
+    assert snap is not None
+    entries = doomed.queue.read(cid, 3)
+    late_commit = doomed.compute(cid, snap, entries[0])  # ... and the worker dies here
+    pending = store.xpending(keys.stream, GROUP)
+    assert pending["pending"] == 3 and pending["consumers"][0]["name"] == b"doomed"
+    assert int(store.hget(keys.meta, "sequence")) == 0
+
+    rescuer = make_worker(server, "rescuer")
+    drain(rescuer, store, keys, 6)
+    assert states(store, keys) == states(store, Keys(prefix, reference))
+    assert store.xpending(keys.stream, GROUP)["pending"] == 0
+    assert store.xlen(keys.stream) == 0
+    assert [int(s) for s in store.hmget(keys.meta, "sequence", "version")] == [6, 6]
+
+    before = (states(store, keys), store.get(keys.evidence), store.llen(keys.blocks))
+    assert doomed.queue.commit(cid, late_commit) == STALE  # the late write is a no-op
+    assert (states(store, keys), store.get(keys.evidence), store.llen(keys.blocks)) == before
+
+
+def test_poison_chunk_is_dead_lettered_and_the_stream_goes_on(server: Server) -> None:
+    body = {"name": "poison", "seed": 0, "estimator": {"method": "sgais", "particles": 8,
+                                                        "steps": 2, "max_annealing_steps": 20},
+            "models": [{"name": "line", "family": "linear_regression", "config": {"dim": 1}}]}
+    with server.client() as client:
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        good = {"x": [[0.1], [0.2]], "y": [0.3, 0.1]}
+        client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=good)
+        poisoned = client.post(f"/v1/comparisons/{cid}/chunks?wait=true",
+                               json={"x": [[1e200]], "y": [1e200]}).json()
+        assert poisoned["sequence"] == 2
+        assert poisoned["last_error"]["sequence"] == 2
+        assert poisoned["last_error"]["message"]  # the estimator's exception, for the operator
+        assert poisoned["n_observations"] == 2
+        after = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=good).json()
+        assert after["sequence"] == 3 and after["n_observations"] == 4
+        assert by_name(after)["line"]["n_observations"] == 4
+        assert "modelcompare_chunks_dead_lettered_total 1.0" in client.get("/metrics").text
