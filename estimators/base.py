@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import torch
+from torch import Tensor
 
 from estimators.history import History, Rows
+from models import Prediction
 
 
 class EstimatorConfigError(ValueError):
@@ -84,4 +86,8 @@ class Estimator(Protocol[StateT]):
 
     def ess(self, state: StateT) -> float:
         """Effective sample size of the state's particle weights (NaN without particles)."""
+        ...
+
+    def predict(self, state: StateT, x: Tensor | None) -> Prediction:
+        """Posterior predictive at the model's view of query rows ``x``."""
         ...

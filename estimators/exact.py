@@ -9,7 +9,7 @@ from torch import Tensor
 
 from estimators.base import Info
 from estimators.history import History, Rows
-from models import ConjugateModel, Model
+from models import ConjugateModel, Model, Prediction
 
 
 class ExactState(NamedTuple):
@@ -59,6 +59,9 @@ class Exact:
 
     def ess(self, state: ExactState) -> float:
         return float("nan")
+
+    def predict(self, state: ExactState, x: Tensor | None) -> Prediction:
+        return self.model.predict_from_stats(self._unflatten(state.stats), x)
 
     def posterior_stats(self, state: ExactState) -> dict[str, Tensor]:
         return self._unflatten(state.stats)

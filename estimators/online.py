@@ -135,14 +135,11 @@ class OnlineEvidence:
         return info
 
     def predict(self, x: ArrayLike | None = None) -> Prediction:
-        """Posterior predictive at ``x`` from the current particles."""
-        state = self.state
-        if not hasattr(state, "particles"):
-            raise NotImplementedError(f"method {self.method!r} keeps no particles to predict with")
-        xt = as_tensor(x, 2, "x")
-        if xt is not None and self.columns is not None:
-            xt = xt[:, self.columns]
-        return self.model.predict(state.particles, state.log_weights, xt)
+        """Posterior predictive at the stream-wide rows ``x`` (the model reads its columns)."""
+        rows = as_tensor(x, 2, "x")
+        if rows is not None and self._column_index is not None:
+            rows = rows.index_select(1, self._column_index)
+        return self.estimator.predict(self.state, rows)
 
     def state_bytes(self) -> bytes:
         """The estimator state alone (safetensors bytes)."""

@@ -34,7 +34,7 @@ from estimators.schedule import split_points
 from estimators.sghmc import sghmc_move
 from estimators.weights import ess as kish_ess
 from estimators.weights import log_mean_increment, log_normalize
-from models import Model
+from models import Model, Prediction
 
 
 @dataclass(frozen=True)
@@ -112,6 +112,9 @@ class SGAIS:
 
     def ess(self, state: SGAISState) -> float:
         return kish_ess(state.log_weights)
+
+    def predict(self, state: SGAISState, x: Tensor | None) -> Prediction:
+        return self.model.predict(state.particles, state.log_weights, x)
 
     def update(
         self, state: SGAISState, chunk: Rows, history: History, generator: torch.Generator

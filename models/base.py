@@ -142,5 +142,9 @@ class ConjugateModel(ABC):
         """Posterior hyper-parameters after conditioning on the chunk."""
 
     @abstractmethod
+    def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
+        """The exact posterior predictive at query rows, same fields as ``Model.predict``."""
+
+    @abstractmethod
     def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:
         """log p(y_1..n) in one closed-form expression (independent of the sequential path)."""

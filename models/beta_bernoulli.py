@@ -84,6 +84,12 @@ class BetaBernoulli(Model, ConjugateModel):
             "beta": torch.tensor(self.beta, dtype=torch.float64),
         }
 
+    def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
+        """P(y* = 1) = α / (α + β), one row when ``x`` is None."""
+        rows = 1 if x is None else x.shape[0]
+        p1 = stats["alpha"] / (stats["alpha"] + stats["beta"])
+        return Prediction(probabilities=torch.stack([1.0 - p1, p1]).expand(rows, 2))
+
     def update_stats(
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
     ) -> dict[str, Tensor]:

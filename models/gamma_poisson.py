@@ -95,6 +95,13 @@ class GammaPoisson(Model, ConjugateModel):
             "rate": torch.tensor(self.rate, dtype=torch.float64),
         }
 
+    def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
+        """Negative-binomial predictive: mean a/b, variance a/b + a/b² (shape a, rate b)."""
+        rows = 1 if x is None else x.shape[0]
+        mean = stats["shape"] / stats["rate"]
+        variance = mean + stats["shape"] / stats["rate"] ** 2
+        return Prediction(mean=mean.expand(rows), variance=variance.expand(rows))
+
     def update_stats(
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
     ) -> dict[str, Tensor]:

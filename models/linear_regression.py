@@ -115,6 +115,15 @@ class LinearRegression(Model, ConjugateModel):
             "sum_y2": stats["sum_y2"] + (y**2).sum(),
         }
 
+    def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
+        """y* ~ N(φᵀμ, σ² + φᵀΛ⁻¹φ) (PRML eq. 3.58-3.59)."""
+        assert x is not None
+        phi = design(x)
+        chol = torch.linalg.cholesky(stats["precision"])
+        mean = phi @ torch.cholesky_solve(stats["shift"][:, None], chol)[:, 0]
+        spread = (phi * torch.cholesky_solve(phi.T, chol).T).sum(-1)
+        return Prediction(mean=mean, variance=self.noise_std**2 + spread)
+
     def _log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
         """log p(y_1..n) = -n/2 log 2πσ² - Σy²/2σ² + ½hᵀΛ⁻¹h - ½log|Λ| - D log τ (PRML 3.86)."""
         chol = torch.linalg.cholesky(stats["precision"])

@@ -141,6 +141,18 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
             "b": self.noise_scale + 0.5 * (sum_y2 - quad),
         }
 
+    def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
+        """y* ~ Student-t_{2a}(φᵀμ, (b/a)(1 + φᵀΛ⁻¹φ)): variance b/(a−1)·(1 + φᵀΛ⁻¹φ) for a > 1,
+        infinite otherwise (Murphy 2007, "Conjugate Bayesian analysis of the Gaussian", eq. 111)."""
+        assert x is not None
+        phi = design(x)
+        chol = torch.linalg.cholesky(stats["precision"])
+        mean = phi @ torch.cholesky_solve(stats["shift"][:, None], chol)[:, 0]
+        spread = 1.0 + (phi * torch.cholesky_solve(phi.T, chol).T).sum(-1)
+        a, b = stats["a"], stats["b"]
+        scale = b / (a - 1.0) if float(a) > 1.0 else torch.tensor(torch.inf, dtype=torch.float64)
+        return Prediction(mean=mean, variance=scale * spread)
+
     def _log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
         a0, b0 = self.noise_shape, self.noise_scale
         log_det = torch.linalg.slogdet(stats["precision"])[1]

@@ -65,9 +65,8 @@ class Runner:
         }
 
     def predict(self, state: Any, x: torch.Tensor | None) -> Prediction:
-        """Posterior predictive from the particles (``ValueError`` if the state keeps none)."""
-        if not hasattr(state, "particles"):
-            raise ValueError(f"estimator {type(self.estimator).__name__} keeps no particles")
+        """Posterior predictive at this model's columns of ``x`` (models without inputs get x
+        only for its row count)."""
         if x is not None and self.columns is not None:
-            x = x[:, self.columns]  # models without inputs get x only for its row count
-        return self.model.predict(state.particles, state.log_weights, x)
+            x = x[:, self.columns]
+        return self.estimator.predict(state, x)

@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from service_helpers import (
     TRUE_WEIGHTS,
     assert_error,
@@ -18,6 +19,7 @@ from service_helpers import (
 )
 from service_server import Server, StartServer
 
+from models import LinearRegression
 from service.store.keys import Keys
 
 COLUMNS = {"right": [0, 1, 2], "too_few": [0, 1], "wrong_noise": [0, 1, 2]}
@@ -59,6 +61,20 @@ def test_exact_loop_matches_the_conjugate_oracle(server: Server) -> None:
         first = exact_log_evidence(CONFIGS["right"], x[:100], y[:100], COLUMNS["right"])
         assert trace["log_evidence"][0] == pytest.approx(first, rel=1e-10)
         assert trace["log_evidence"][-1] == models["right"]["log_evidence"]
+        query = [[0.5, -1.0, 2.0, 0.1], [0.0, 0.3, -0.7, 1.2]]  # the stream is 4 columns wide
+        predicted = client.post(f"/v1/comparisons/{cid}/predict", json={"x": query})
+        assert predicted.status_code == 200, predicted.text
+        parts = {p["name"]: p for p in predicted.json()["models"]}
+        oracle = LinearRegression(**CONFIGS["right"])
+        stats = oracle.update_stats(
+            oracle.prior_stats(),
+            torch.as_tensor(x[:, COLUMNS["right"]]),
+            torch.as_tensor(y, dtype=torch.float64),
+        )
+        picked = torch.tensor(query, dtype=torch.float64)[:, COLUMNS["right"]]
+        want = oracle.predict_from_stats(stats, picked)
+        assert parts["right"]["mean"] == pytest.approx(want.mean.tolist(), rel=1e-9)
+        assert parts["right"]["variance"] == pytest.approx(want.variance.tolist(), rel=1e-9)
 
 
 def test_sgais_loop_gives_evidence_near_exact_and_a_bma_prediction(server: Server) -> None:
