@@ -39,7 +39,7 @@ from models import Model, Prediction
 
 @dataclass(frozen=True)
 class SGAISConfig(MoveConfig):
-    ess_target: float = 0.9  # conditional-ESS fraction each annealing step keeps
+    ess_target: float = 0.8  # conditional-ESS fraction each annealing step keeps
     resample_threshold: float = 0.5  # resample when ESS / M falls below this
     resampling: str = "systematic"
     max_annealing_steps: int = 1000  # per sub-chunk; a safeguard, far above what data needs

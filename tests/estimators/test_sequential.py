@@ -30,10 +30,10 @@ def test_one_step_per_piece_and_uniform_weights(stream) -> None:
 
 
 def test_sequential_is_the_weaker_peer(stream) -> None:
-    """Measured once at N = 300 (8 seeds, 50-row POSTs, estimator run with SGAISConfig to dodge
-    the bug above): sequential errs by −5.9 ± 5.8 nats on linear regression where SG-AIS errs by
-    −0.4 ± 0.4, and by −0.25 ± 0.27 on Beta–Bernoulli. Checks: it is within 2 nats on the
-    one-parameter model, and worse than SG-AIS on linear regression summed over 4 seeds."""
+    """Measured once at N = 300 (8 seeds, 50-row POSTs): sequential errs by −5.9 ± 5.8 nats on
+    linear regression where SG-AIS errs by −0.4 ± 0.4, and by −0.25 ± 0.27 on Beta–Bernoulli.
+    Checks: it is within 2 nats on the one-parameter model, and worse than SG-AIS on linear
+    regression summed over 4 seeds."""
     for seed in range(4):
         tracker, _, exact = run(stream, "beta_bernoulli", seed, "sequential")
         assert abs(tracker.log_evidence - exact) < 2.0
