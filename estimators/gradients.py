@@ -76,16 +76,14 @@ def grad_log_target(
     past: PastData,
     generator: torch.Generator,
 ) -> Tensor:
+    """Minibatch estimate of ∇ log π_λ(θ); the full-past case is ``log_target``'s (exact HMC)."""
+    if past.full is not None or len(past.history) == 0:
+        raise ValueError("minibatch gradients are for a past too large to use in full")
     grad = model.grad_log_prior(theta)
     if temperature > 0.0:
         grad = grad + model.grad_log_likelihood(theta, chunk.x, chunk.y, temperature)
-    n = len(past.history)
-    if n == 0:
-        return grad
-    if past.full is not None:
-        return grad + model.grad_log_likelihood(theta, past.full.x, past.full.y)
     batch = past.history.sample(past.batch_size, generator)
-    scale = n / past.batch_size
+    scale = len(past.history) / past.batch_size
     grad = grad + model.grad_log_likelihood(theta, batch.x, batch.y, scale)
     if past.anchor is None:
         return grad

@@ -31,8 +31,10 @@ def as_tensor(values: ArrayLike | None, ndim: int, name: str) -> Tensor | None:
     """float64 tensor of the given rank with finite entries, or ``ValueError``."""
     if values is None:
         return None
-    tensor = torch.as_tensor(np.asarray(values, dtype=np.float64) if not isinstance(
-        values, Tensor) else values, dtype=torch.float64)
+    if isinstance(values, Tensor):
+        tensor = values.to(torch.float64)
+    else:
+        tensor = torch.as_tensor(np.asarray(values, dtype=np.float64))
     if ndim == 2 and tensor.ndim == 1:
         tensor = tensor[:, None]
     if tensor.ndim != ndim:

@@ -27,6 +27,14 @@ def design(x: Tensor) -> Tensor:
     return torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)], dim=1)
 
 
+def gaussian_predictive_terms(stats: dict[str, Tensor], phi: Tensor) -> tuple[Tensor, Tensor]:
+    """φᵀμ and φᵀΛ⁻¹φ per query row, for a Gaussian posterior in information form (Λ, h = Λμ)."""
+    chol = torch.linalg.cholesky(stats["precision"])
+    mean = phi @ torch.cholesky_solve(stats["shift"][:, None], chol)[:, 0]
+    spread = (phi * torch.cholesky_solve(phi.T, chol).T).sum(-1)
+    return mean, spread
+
+
 class LinearRegression(Model, ConjugateModel):
     family: ClassVar[str] = "linear_regression"
 
@@ -118,10 +126,7 @@ class LinearRegression(Model, ConjugateModel):
     def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
         """y* ~ N(φᵀμ, σ² + φᵀΛ⁻¹φ) (PRML eq. 3.58-3.59)."""
         assert x is not None
-        phi = design(x)
-        chol = torch.linalg.cholesky(stats["precision"])
-        mean = phi @ torch.cholesky_solve(stats["shift"][:, None], chol)[:, 0]
-        spread = (phi * torch.cholesky_solve(phi.T, chol).T).sum(-1)
+        mean, spread = gaussian_predictive_terms(stats, design(x))
         return Prediction(mean=mean, variance=self.noise_std**2 + spread)
 
     def _log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:

@@ -24,7 +24,7 @@ from models.base import (
     require_positive_int,
 )
 from models.gamma_poisson import sample_log_gamma
-from models.linear_regression import design
+from models.linear_regression import design, gaussian_predictive_terms
 from models.weighting import normalized_weights, weighted_mean_and_variance
 
 
@@ -145,13 +145,10 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         """y* ~ Student-t_{2a}(φᵀμ, (b/a)(1 + φᵀΛ⁻¹φ)): variance b/(a−1)·(1 + φᵀΛ⁻¹φ) for a > 1,
         infinite otherwise (Murphy 2007, "Conjugate Bayesian analysis of the Gaussian", eq. 111)."""
         assert x is not None
-        phi = design(x)
-        chol = torch.linalg.cholesky(stats["precision"])
-        mean = phi @ torch.cholesky_solve(stats["shift"][:, None], chol)[:, 0]
-        spread = 1.0 + (phi * torch.cholesky_solve(phi.T, chol).T).sum(-1)
+        mean, spread = gaussian_predictive_terms(stats, design(x))
         a, b = stats["a"], stats["b"]
         scale = b / (a - 1.0) if float(a) > 1.0 else torch.tensor(torch.inf, dtype=torch.float64)
-        return Prediction(mean=mean, variance=scale * spread)
+        return Prediction(mean=mean, variance=scale * (1.0 + spread))
 
     def _log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
         a0, b0 = self.noise_shape, self.noise_scale

@@ -15,14 +15,23 @@ from service.store.queue import STALE
 SGAIS = {"particles": 32, "steps": 10}
 
 
+def reference_and_twin(server: Server, seed: int, rows: int, chunk: int) -> tuple[str, str]:
+    """Two comparisons fed the same chunks: the first drained by a lone worker (the reference),
+    the second left queued for the scenario under test."""
+    store, prefix = server.redis(), server.settings.key_prefix
+    body = comparison_body("sgais", seed=seed, **SGAIS)
+    with server.client() as client:
+        reference = create_and_ingest(client, body, rows, chunk)
+        drain(make_worker(server, "solo"), store, Keys(prefix, reference), rows // chunk)
+        twin = create_and_ingest(client, body, rows, chunk)
+    return reference, twin
+
+
 def test_two_racing_workers_apply_each_chunk_once(start_server: StartServer) -> None:
     server = start_server("local", embedded_worker=False)
     store, prefix = server.redis(), server.settings.key_prefix
-    body = comparison_body("sgais", seed=11, **SGAIS)
+    reference, raced = reference_and_twin(server, seed=11, rows=160, chunk=20)
     with server.client() as client:
-        reference = create_and_ingest(client, body, 160, 20)
-        drain(make_worker(server, "solo"), store, Keys(prefix, reference), 8)
-        raced = create_and_ingest(client, body, 160, 20)
         stop = threading.Event()
         racers = [make_worker(server, f"racer-{i}", batch_chunks=1) for i in range(2)]
         threads = [threading.Thread(target=w.run, args=(stop,)) for w in racers]
@@ -51,11 +60,7 @@ def test_two_racing_workers_apply_each_chunk_once(start_server: StartServer) -> 
 def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) -> None:
     server = start_server("embedded", embedded_worker=False)
     store, prefix = server.redis(), server.settings.key_prefix
-    body = comparison_body("sgais", seed=3, **SGAIS)
-    with server.client() as client:
-        reference = create_and_ingest(client, body, 180, 30)
-        drain(make_worker(server, "solo"), store, Keys(prefix, reference), 6)
-        cid = create_and_ingest(client, body, 180, 30)
+    reference, cid = reference_and_twin(server, seed=3, rows=180, chunk=30)
     keys = Keys(prefix, cid)
     doomed = make_worker(server, "doomed")
     assert doomed.queue.acquire(cid, 0.5)
@@ -80,15 +85,19 @@ def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) 
 
 
 def test_poison_chunk_is_dead_lettered_and_the_stream_goes_on(server: Server) -> None:
-    body = {"name": "poison", "seed": 0, "estimator": {"method": "sgais", "particles": 8,
-                                                        "steps": 2, "max_annealing_steps": 20},
-            "models": [{"name": "line", "family": "linear_regression", "config": {"dim": 1}}]}
+    body = {
+        "name": "poison",
+        "seed": 0,
+        "estimator": {"method": "sgais", "particles": 8, "steps": 2, "max_annealing_steps": 20},
+        "models": [{"name": "line", "family": "linear_regression", "config": {"dim": 1}}],
+    }
     with server.client() as client:
         cid = client.post("/v1/comparisons", json=body).json()["id"]
         good = {"x": [[0.1], [0.2]], "y": [0.3, 0.1]}
         client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=good)
-        poisoned = client.post(f"/v1/comparisons/{cid}/chunks?wait=true",
-                               json={"x": [[1e200]], "y": [1e200]}).json()
+        poisoned = client.post(
+            f"/v1/comparisons/{cid}/chunks?wait=true", json={"x": [[1e200]], "y": [1e200]}
+        ).json()
         assert poisoned["sequence"] == 2
         assert poisoned["last_error"]["sequence"] == 2
         assert poisoned["last_error"]["message"]  # the estimator's exception, for the operator
