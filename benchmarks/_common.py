@@ -98,3 +98,13 @@ def write_json(name: str, payload: dict[str, Any], path: str | None = None) -> P
     temporary.write_text(json.dumps(payload, indent=2, default=float) + "\n")
     temporary.replace(target)
     return target
+
+
+def mixture_data(rows: int, seed: int, components: int = 5, spread: float = 0.7) -> torch.Tensor:
+    """2-D rows from an equal-weight mixture of ``components`` Gaussians with means on a circle of
+    radius 3 and standard deviation ``spread`` per coordinate (a fixed, well-separated truth)."""
+    g = torch.Generator().manual_seed(seed)
+    angles = 2 * math.pi * torch.arange(components, dtype=torch.float64) / components
+    means = 3.0 * torch.stack([angles.cos(), angles.sin()], dim=1)
+    labels = torch.randint(0, components, (rows,), generator=g)
+    return means[labels] + spread * torch.randn(rows, 2, generator=g, dtype=torch.float64)

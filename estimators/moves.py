@@ -11,6 +11,7 @@ from torch import Tensor
 from estimators.base import EstimatorError, check, check_int, check_number
 
 PRECONDITIONERS = ("identity", "particles")
+MH_CORRECTIONS = ("none", "barker")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,9 @@ class MoveConfig:
     hmc_step: float = 0.16
     leapfrog_steps: int = 20  # leapfrog steps of each exact HMC move
     hmc_moves: int = 4  # HMC transitions (fresh momentum each) per annealing step
+    # "barker": each SGHMC trajectory is accepted or rejected by the minibatch Barker test
+    # (estimators/corrected_moves.py); "none": plain SGHMC.
+    mh_correction: str = "none"
 
     def __post_init__(self) -> None:
         check_int("particles", self.particles, 2)
@@ -41,6 +45,10 @@ class MoveConfig:
         check_int("hmc_moves", self.hmc_moves, 1)
         check_int("leapfrog_steps", self.leapfrog_steps, 1)
         check(isinstance(self.control_variates, bool), "control_variates must be true or false")
+        check(
+            self.mh_correction in MH_CORRECTIONS,
+            f"mh_correction must be one of {MH_CORRECTIONS}, got {self.mh_correction!r}",
+        )
         check(
             self.preconditioner in PRECONDITIONERS,
             f"preconditioner must be one of {PRECONDITIONERS}, got {self.preconditioner!r}",

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from estimators.annealing import next_increment
 from estimators.base import EstimatorError, Info, check, check_int, check_number
+from estimators.corrected_moves import corrected_sghmc_move
 from estimators.gradients import (
     Anchor,
     PastData,
@@ -28,6 +29,7 @@ from estimators.gradients import (
 )
 from estimators.history import ExtendedHistory, History, Rows
 from estimators.hmc import hmc_move
+from estimators.minibatch_target import MinibatchTarget
 from estimators.moves import MoveConfig, particle_scale, sghmc_step
 from estimators.resampling import RESAMPLERS
 from estimators.schedule import split_points
@@ -245,7 +247,7 @@ class SGAIS:
         generator: torch.Generator,
         tally: _Tally,
     ) -> Tensor:
-        """Exact HMC while the past is used in full; minibatch SGHMC after."""
+        """Exact HMC while the past is used in full; minibatch moves after."""
         cfg, model = self.config, self.model
         if past.full is not None or len(past.history) == 0:
             for _ in range(cfg.hmc_moves):
@@ -259,12 +261,34 @@ class SGAIS:
                 )
                 tally.acceptance.append(acceptance)
             return theta
+        return self._minibatch_move(theta, piece, temperature, past, scale, rows, generator, tally)
+
+    def _minibatch_move(
+        self,
+        theta: Tensor,
+        piece: Rows,
+        temperature: float,
+        past: PastData,
+        scale: Tensor,
+        rows: float,
+        generator: torch.Generator,
+        tally: _Tally,
+    ) -> Tensor:
+        """SGHMC on minibatches of the past; Metropolis-adjusted when ``mh_correction`` asks."""
+        cfg, model = self.config, self.model
 
         def grad(position: Tensor) -> Tensor:
             return grad_log_target(model, position, piece, temperature, past, generator)
 
         step, scale = sghmc_step(cfg, scale, rows)
-        return sghmc_move(theta, grad, step, scale, cfg.friction, cfg.steps, generator)
+        if cfg.mh_correction == "none":
+            return sghmc_move(theta, grad, step, scale, cfg.friction, cfg.steps, generator)
+        target = MinibatchTarget(model, past.history, piece, temperature, past.anchor)
+        move = corrected_sghmc_move(
+            theta, target, grad, step, scale, cfg.friction, cfg.steps, cfg.batch_size, generator
+        )
+        tally.acceptance.append(float(move.test.accept.double().mean()))
+        return move.position
 
 
 def _chunk_log_likelihood(model: Model, theta: Tensor, piece: Rows) -> Tensor:

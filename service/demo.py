@@ -14,7 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 import uvicorn
 from rich.console import Console, Group
@@ -23,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from service.api.main import create_app
+from service.client import Client
 from service.core.config import Settings
 
 WEIGHTS = np.array([1.0, -0.7, 0.5])
@@ -84,14 +84,14 @@ def run_demo(rows: int, chunk: int, particles: int, seed: int, data_dir: str | N
             time.sleep(0.02)
         port = server.servers[0].sockets[0].getsockname()[1]
         try:
-            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=120) as client:
-                _stream(client, console, rows, chunk, particles, seed)
+            with Client(f"http://127.0.0.1:{port}") as api:
+                _stream(api, console, rows, chunk, particles, seed)
         finally:
             server.should_exit = True
             thread.join(timeout=30)
 
 
-def _stream(client: httpx.Client, console: Console, rows: int, chunk: int, particles: int,
+def _stream(api: Client, console: Console, rows: int, chunk: int, particles: int,
             seed: int) -> None:
     console.print(f"[bold]modelcompare demo[/bold]: {len(MODELS)} models, {rows} rows in chunks "
                   f"of {chunk}, SG-AIS with {particles} particles per model")
@@ -99,9 +99,7 @@ def _stream(client: httpx.Client, console: Console, rows: int, chunk: int, parti
     for method, settings in (("sgais", {"particles": particles}), ("exact", {})):
         body = {"name": f"demo-{method}", "seed": seed, "models": MODELS, "x_dim": 4,
                 "estimator": {"method": method, **settings}}
-        response = client.post("/v1/comparisons", json=body)
-        response.raise_for_status()
-        created[method] = response.json()["id"]
+        created[method] = api.create_comparison(body)["id"]
     x, y = _data(rows, seed)
     progress = Progress(TextColumn("streaming"), BarColumn(), MofNCompleteColumn(),
                         TextColumn("rows"), TimeElapsedColumn())
@@ -111,14 +109,21 @@ def _stream(client: httpx.Client, console: Console, rows: int, chunk: int, parti
     exact: dict[str, Any] = {}
     with Live(Group(progress), console=console, refresh_per_second=8) as live:
         for start in range(0, rows, chunk):
-            body = {"x": x[start : start + chunk].tolist(), "y": y[start : start + chunk].tolist()}
-            key = {"Idempotency-Key": f"demo-{start}"}
-            replies = {method: client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=body,
-                                           headers=key) for method, cid in created.items()}
-            for reply in replies.values():
-                reply.raise_for_status()
-            evidence, exact = replies["sgais"].json(), replies["exact"].json()
+            rows_x, rows_y = x[start : start + chunk], y[start : start + chunk]
+            evidence, exact = (_applied(api, created[method], api.ingest(
+                created[method], rows_x, rows_y, wait=True, idempotency_key=f"demo-{start}"))
+                               for method in ("sgais", "exact"))
             progress.update(task, completed=min(start + chunk, rows))
             live.update(Group(progress, _table(evidence, exact)))
     console.print()
     console.print(_summary(evidence, exact, time.perf_counter() - started))
+
+
+def _applied(api: Client, cid: str, reply: dict[str, Any]) -> dict[str, Any]:
+    """The evidence once the chunk of ``reply`` is applied: the ``?wait=true`` reply itself, or
+    (when the server's wait timed out first, on a busy machine) polled."""
+    if reply.get("processed", True):
+        return reply
+    while (evidence := api.evidence(cid))["sequence"] < reply["sequence"]:
+        time.sleep(0.2)
+    return evidence

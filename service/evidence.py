@@ -41,6 +41,9 @@ def evidence_body(
     n_observations: int,
     last_error: dict[str, Any] | None,
     compute_seconds: float | None = None,
+    status_reason: str | None = None,
+    skipped_chunks: int = 0,
+    halted_at: int | None = None,
 ) -> dict[str, Any]:
     """``models`` maps name -> summary (log_evidence, stderr, n, ess, info, catching_up, ...)."""
     probabilities = posterior_probabilities(spec, models)
@@ -54,6 +57,7 @@ def evidence_body(
             {
                 "name": m.name,
                 "family": m.family,
+                "elbo": None,  # MC-CAVI lower bound (service/engine.py); null where none
                 **models[m.name],
                 "prior_probability": m.prior_weight / total_prior,
                 "posterior_probability": probabilities.get(m.name),
@@ -62,6 +66,20 @@ def evidence_body(
         ],
         "last_error": last_error,
         "compute_seconds": compute_seconds,  # estimator time of the step that made this version
+        **status_fields(status_reason, skipped_chunks, halted_at),
+    }
+
+
+def status_fields(
+    status_reason: str | None, skipped_chunks: int, halted_at: int | None
+) -> dict[str, Any]:
+    """``degraded`` while halted on a dead-lettered chunk or once one was skipped (its rows are
+    missing from the evidence), with the reason; else ``ok``."""
+    return {
+        "status": "degraded" if status_reason else "ok",
+        "status_reason": status_reason,
+        "skipped_chunks": skipped_chunks,  # dead-lettered chunks left out of the evidence
+        "halted_at": halted_at,  # sequence of the chunk processing is halted on, if any
     }
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from estimators import EstimatorConfigError, build_estimator
 from models import Model, ModelConfigError, build_model
@@ -32,6 +32,15 @@ class ModelIn(BaseModel):
     columns: list[int] | None = None  # indices of x the model reads; default the first input_dim
     prior_probability: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
+    @field_validator("config")
+    @classmethod
+    def _representable(cls, config: dict[str, Any]) -> dict[str, Any]:
+        """Scales outside ±[1e-100, 1e100] overflow float64 once squared or inverted."""
+        for key, value in config.items():
+            if isinstance(value, float) and value and not 1e-100 <= abs(value) <= 1e100:
+                raise ValueError(f"config {key!r} = {value:g} is outside ±[1e-100, 1e100]")
+        return config
+
     def build(self) -> Model:
         try:
             return build_model(self.family, **self.config)
@@ -40,6 +49,7 @@ class ModelIn(BaseModel):
 
     def spec(self, prior_weight: float) -> ModelSpec:
         model = self.build()
+        check_size(self.name, model.param_dim, 1)  # before anything is sized by the model
         columns = list(range(model.input_dim)) if self.columns is None else self.columns
         if len(columns) != model.input_dim or any(c < 0 for c in columns):
             raise ValueError(
@@ -107,9 +117,28 @@ class ComparisonSpec(BaseModel):
             raise ValueError(f"model {spec.name!r} needs y but this comparison's rows have none")
         settings = {k: v for k, v in self.estimator.items() if k != "method"}
         try:
-            build_estimator(self.estimator["method"], model, **settings)
+            estimator = build_estimator(self.estimator["method"], model, **settings)
         except EstimatorConfigError as exc:
             raise ValueError(f"estimator for model {spec.name!r}: {exc}") from None
+        except ArithmeticError as exc:  # e.g. prior_std=1e300: prior_std**2 overflows
+            raise ValueError(f"model {spec.name!r}: its config overflows float64 ({exc})") from None
+        check_size(spec.name, model.param_dim, getattr(getattr(estimator, "config", None),
+                                                       "particles", 1))
+
+
+# Service limits, checked before any state is allocated: a request must not be able to make the
+# API or a worker allocate gigabytes (exact states hold D×D matrices; particle states M×D).
+MAX_PARAMETERS = 2_000
+MAX_STATE_VALUES = 10_000_000  # particles × parameters: 80 MB of float64
+
+
+def check_size(name: str, parameters: int, particles: int) -> None:
+    if parameters > MAX_PARAMETERS:
+        raise ValueError(f"model {name!r} has {parameters} parameters; the service allows "
+                         f"{MAX_PARAMETERS}")
+    if parameters * particles > MAX_STATE_VALUES:
+        raise ValueError(f"model {name!r}: {particles} particles × {parameters} parameters "
+                         f"exceed the service limit of {MAX_STATE_VALUES} values")
 
 
 def prior_weights(models: list[ModelIn], existing: list[float]) -> list[float]:

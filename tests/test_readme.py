@@ -1,10 +1,16 @@
-"""The README's promises: its Python snippets run, its settings table matches the code, and
-.ci/run runs exactly its test command."""
+"""The README's promises: the five-minute tour runs verbatim against a server it starts, the
+other Python snippets run, its settings table matches the code, and .ci/run runs exactly its
+test command."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import signal
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,19 +22,78 @@ ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 
 
-def fenced(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.DOTALL)
+TOUR_HEADING = "## Five-minute tour"
 
 
-@pytest.mark.parametrize("index", range(len(fenced("python"))))
+def fenced(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+
+
+def section(heading: str) -> str:
+    return README.split(f"\n{heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def tour_script() -> str:
+    """The tour's shell and Python blocks in order, as one bash script (Python through stdin)."""
+    blocks = re.findall(r"```(bash|python)\n(.*?)```", section(TOUR_HEADING), flags=re.DOTALL)
+    assert blocks, "the README has a five-minute tour"
+    parts = ["set -euo pipefail"]  # any failing command fails the test
+    for language, code in blocks:
+        parts.append(code if language == "bash" else f"python - <<'README_PYTHON'\n{code}"
+                     "README_PYTHON")
+    return "\n".join(parts) + "\n"
+
+
+LIBRARY_SNIPPETS = [code for code in fenced("python")
+                    if code not in fenced("python", section(TOUR_HEADING))]
+
+
+@pytest.mark.parametrize("index", range(len(LIBRARY_SNIPPETS)))
 def test_python_snippets_run(index: int, capsys: pytest.CaptureFixture[str]) -> None:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: see tests/estimators/conftest.py
     try:
-        exec(compile(fenced("python")[index], f"README.md snippet {index}", "exec"), {})
+        exec(compile(LIBRARY_SNIPPETS[index], f"README.md snippet {index}", "exec"), {})
     finally:
         torch.set_num_threads(threads)
     assert capsys.readouterr().out  # the snippet shows its results
+
+
+def _port_in_use(port: int) -> bool:
+    with socket.socket() as sock:
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_the_five_minute_tour_runs_verbatim(tmp_path: Path) -> None:
+    """In a scratch folder, with the environment's ``python`` and ``modelcompare`` first on PATH
+    and no Redis or server settings inherited: the tour's blocks, as written."""
+    if _port_in_use(8000):
+        message = "port 8000, which the tour uses, is taken"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    unset = ("REDIS_URL", "MODELCOMPARE_REDIS_URL", "MODELCOMPARE_URL", "MODELCOMPARE_API_KEY",
+             "MODELCOMPARE_API_KEYS")
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env.update(PATH=f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}",
+               MODELCOMPARE_TORCH_THREADS="1", COLUMNS="120")
+    # Files, not pipes: the server left in the background would hold pipes open.
+    with (tmp_path / "out.txt").open("w") as stdout, (tmp_path / "err.txt").open("w") as stderr:
+        process = subprocess.Popen(["bash", "-c", tour_script()], cwd=tmp_path, env=env,
+                                   stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+        try:
+            process.wait(timeout=240)
+        finally:
+            os.killpg(process.pid, signal.SIGTERM)  # that server, and anything left running
+    out, err = (tmp_path / "out.txt").read_text(), (tmp_path / "err.txt").read_text()
+    assert process.returncode == 0, f"{out}\n{err}"
+    assert '"n_observations":3' in out  # the curl chunk, applied
+    assert '"mixture":{"mean":[' in out  # the BMA prediction
+    assert "sent 500 rows of data.csv in 5 chunks" in err  # modelcompare ingest
+    assert "500 rows, 5 chunks, version 5, status ok" in out  # modelcompare watch
+    assert "snapshot 200\n" in out and "update 210\n" in out  # the websocket, AsyncClient
+    assert "422 invalid_chunk rows of x need 2 numbers, got 1" in out
 
 
 def test_settings_table_matches_the_defaults() -> None:

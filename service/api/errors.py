@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -17,8 +18,10 @@ log = logging.getLogger("modelcompare.api")
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, details: Any = None) -> None:
+    def __init__(self, status: int, code: str, message: str, details: Any = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
+        self.headers = headers
         self.status = status
         self.code = code
         self.message = message
@@ -29,9 +32,10 @@ def not_found(cid: str) -> ApiError:
     return ApiError(404, "not_found", f"no comparison with id {cid!r}", {"id": cid})
 
 
-def error_response(status: int, code: str, message: str, details: Any = None) -> JSONResponse:
+def error_response(status: int, code: str, message: str, details: Any = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": jsonable_encoder(details)}}
-    return JSONResponse(status_code=status, content=body)
+    return JSONResponse(status_code=status, content=body, headers=headers)
 
 
 _CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
@@ -40,7 +44,8 @@ _CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: 
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return error_response(exc.status, exc.code, exc.message, exc.details)
+        # On a websocket handshake this response is sent as the HTTP denial (401, 403, 404).
+        return error_response(exc.status, exc.code, exc.message, exc.details, exc.headers)
 
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
@@ -54,6 +59,13 @@ def install(app: FastAPI) -> None:
         ]
         message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
         return error_response(422, "invalid_request", message, errors)
+
+    @app.exception_handler(redis.exceptions.ConnectionError)
+    @app.exception_handler(redis.exceptions.TimeoutError)
+    async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
+        log.warning("redis unreachable on %s %s: %s", request.method, request.url.path, exc)
+        return error_response(503, "unavailable", "the data store is unreachable; retry later",
+                              headers={"Retry-After": "1"})
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:

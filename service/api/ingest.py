@@ -1,4 +1,5 @@
-"""Parsing and validating a chunk: shape, finiteness, limits, and every model's support."""
+"""Request bodies in: the size limit, and parsing and validating a chunk (shape, finiteness,
+limits, every model's support)."""
 
 from __future__ import annotations
 
@@ -7,31 +8,60 @@ from typing import Any
 
 import numpy as np
 import torch
-from fastapi import Request
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from estimators import Rows
-from service.api.errors import ApiError
+from service.api.errors import ApiError, error_response
 from service.engine import Runner
 from service.schemas import ComparisonSpec
 from service.store.codec import encode_block
+
+# Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
+# would turn a model's evidence into -inf: refused here instead of dead-lettered by the worker.
+MAX_ABS_VALUE = 1e100
 
 
 def _invalid(message: str, details: Any = None) -> ApiError:
     return ApiError(422, "invalid_chunk", message, details)
 
 
-async def read_body(request: Request, limit: int) -> bytes:
-    """The raw body, or 413 as soon as it is known to exceed ``limit`` bytes."""
-    declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, "too_large", f"body exceeds {limit} bytes", {"limit": limit})
-    parts, size = [], 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            raise ApiError(413, "too_large", f"body exceeds {limit} bytes", {"limit": limit})
-        parts.append(part)
-    return b"".join(parts)
+class BodyTooLarge(HTTPException):
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"body exceeds {limit} bytes")
+
+
+class BodyLimit:
+    """ASGI middleware: 413 before reading a body whose Content-Length exceeds ``limit``, and as
+    soon as a streamed (chunked) body passes it, so no route ever holds more than ``limit``."""
+
+    def __init__(self, app: ASGIApp, limit: int) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.limit:
+            response = error_response(413, "too_large", f"body exceeds {self.limit} bytes",
+                                      {"limit": self.limit})
+            await response(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.limit:
+                    raise BodyTooLarge(self.limit)
+            return message
+
+        await self.app(scope, limited, send)
 
 
 def _array(values: Any, ndim: int, name: str) -> np.ndarray | None:
@@ -40,15 +70,20 @@ def _array(values: Any, ndim: int, name: str) -> np.ndarray | None:
     if isinstance(values, str | bytes | dict) or not isinstance(values, list):
         raise _invalid(f"{name} must be a list of numbers", {"field": name})
     try:
-        array = np.asarray(values, dtype=np.float64)
-    except (ValueError, TypeError):
+        array = np.asarray(values)
+    except (ValueError, TypeError, OverflowError):
+        array = np.asarray(None)
+    if array.dtype.kind not in "iuf":  # ragged rows, strings, nulls, booleans, huge integers
         raise _invalid(f"{name} must be a rectangular list of numbers (ragged rows or "
-                       "non-numbers)", {"field": name}) from None
+                       "non-numbers)", {"field": name})
+    array = array.astype(np.float64)
     if array.ndim != ndim:
         raise _invalid(f"{name} must have {ndim} dimension(s), got shape {array.shape}",
                        {"field": name, "shape": list(array.shape)})
     if not np.isfinite(array).all():
         raise _invalid(f"{name} contains NaN or infinite values", {"field": name})
+    if array.size and np.abs(array).max() > MAX_ABS_VALUE:
+        raise _invalid(f"{name} has values beyond ±{MAX_ABS_VALUE:g}", {"field": name})
     return array
 
 
@@ -58,6 +93,8 @@ def parse_chunk(body: bytes, spec: ComparisonSpec, max_rows: int) -> tuple[bytes
         data = json.loads(body)
     except ValueError as exc:
         raise _invalid(f"body is not JSON: {exc}") from None
+    except RecursionError:
+        raise _invalid("body is nested too deeply") from None
     if not isinstance(data, dict) or set(data) - {"x", "y"}:
         raise _invalid('body must be an object with "x" and/or "y"')
     x, y = _array(data.get("x"), 2, "x"), _array(data.get("y"), 1, "y")

@@ -5,15 +5,28 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import redis
 import redis.asyncio as aioredis
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
 
 from service.api import errors
 from service.api.broadcast import Broadcaster
-from service.api.routes import comparisons, data, health, stream
+from service.api.deps import authorize, protected
+from service.api.ingest import BodyLimit
+from service.api.routes import (
+    comparisons,
+    dashboard,
+    data,
+    dead_letters,
+    expectation,
+    health,
+    stream,
+)
 from service.core.config import Settings
+from service.core.security import Keyring
 from service.embedded import EmbeddedRedis
 from service.metrics import Metrics
 from service.store.comparisons import Comparisons
@@ -54,9 +67,36 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         lifespan=lifespan,
     )
     errors.install(app)
-    for module in (comparisons, data, stream, health):
-        app.include_router(module.router)
+    app.state.keyring = Keyring(settings.api_keys) if settings.api_keys else None
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["GET", "POST", "DELETE"],
+                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+    # Every router gets the API-key check (deps.authorize); it leaves public paths alone.
+    for module in (comparisons, data, stream, health, dead_letters, dashboard, expectation):
+        app.include_router(module.router, dependencies=[Depends(authorize)])
+    if app.state.keyring is not None:
+        _document_bearer_keys(app)
     return app
+
+
+def _document_bearer_keys(app: FastAPI) -> None:
+    """Declare the bearer key on the protected operations of the OpenAPI schema, so /docs has
+    an "Authorize" button and generated clients send the header."""
+    generate = app.openapi
+
+    def schema() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            document = generate()  # FastAPI keeps it as app.openapi_schema
+            document.setdefault("components", {})["securitySchemes"] = {
+                "apiKey": {"type": "http", "scheme": "bearer"}}
+            for path, item in document["paths"].items():
+                for operation in item.values() if protected(path) else ():
+                    operation["security"] = [{"apiKey": []}]
+        return app.openapi_schema
+
+    app.openapi = schema  # type: ignore[method-assign]
 
 
 @contextlib.contextmanager

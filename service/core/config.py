@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from service.core.security import KeyScope
 
 
 class Settings(BaseSettings):
@@ -30,6 +33,14 @@ class Settings(BaseSettings):
     batch_chunks: int = Field(default=16, ge=1)  # chunks a worker applies per lease
     history_cache: int = Field(default=16, ge=1)  # comparisons whose history a worker caches
     torch_threads: int | None = Field(default=None, ge=1)  # intra-op threads; None: torch's
+    # Access control (README "Security"): key -> {"read": [...], "write": [...]}, patterns over
+    # comparison ids and names; empty: no keys needed. CORS is off unless origins are listed.
+    api_keys: dict[str, KeyScope] = Field(default_factory=dict, repr=False)  # keys: secrets
+    cors_origins: list[str] = Field(default_factory=list)
+    # A chunk whose update fails this many times is dead-lettered; then "halt" stops the
+    # comparison until POST .../resume, "skip" leaves the chunk out and goes on.
+    poison_policy: Literal["halt", "skip"] = "halt"
+    poison_max_attempts: int = Field(default=3, ge=1)
 
     @property
     def runs_worker_inline(self) -> bool:

@@ -23,6 +23,11 @@ class Meta:
     version: int
     sequence: int  # chunks applied
     ingested: int  # chunks accepted
+    status_reason: str | None = None  # why the comparison is degraded; None when ok
+
+    @property
+    def status(self) -> str:
+        return "degraded" if self.status_reason else "ok"
 
 
 class Comparisons:
@@ -52,13 +57,14 @@ class Comparisons:
         return sorted(m.decode() for m in await self.client.smembers(index_key(self.prefix)))
 
     async def meta(self, cid: str) -> Meta:
-        spec, version, sequence, ingested = await self.client.hmget(
-            self.keys(cid).meta, "spec", "version", "sequence", "next_seq"
+        spec, version, sequence, ingested, reason = await self.client.hmget(
+            self.keys(cid).meta, "spec", "version", "sequence", "next_seq", "status_reason"
         )
         if spec is None:
             raise NotFound(cid)
         return Meta(
-            ComparisonSpec.model_validate_json(spec), int(version), int(sequence), int(ingested)
+            ComparisonSpec.model_validate_json(spec), int(version), int(sequence), int(ingested),
+            reason.decode() if reason else None,
         )
 
     async def evidence_raw(self, cid: str) -> bytes:

@@ -16,7 +16,10 @@ class Keys:
         return f"{self.prefix}:{{cmp:{self.cid}}}:{name}"
 
     @property
-    def meta(self) -> str:  # hash: spec, version, sequence (applied), next_seq (ingested)
+    def meta(self) -> str:
+        # hash: spec, version, sequence (applied), next_seq (ingested), catching_up; while halted
+        # on a dead-lettered chunk: halted (its sequence); skip (a sequence the operator let go);
+        # status_reason ('' when the status is ok)
         return self._key("meta")
 
     @property
@@ -38,6 +41,14 @@ class Keys:
     @property
     def stream(self) -> str:  # stream: chunks waiting for a worker
         return self._key("stream")
+
+    @property
+    def dead_letters(self) -> str:  # stream: chunks whose update failed every attempt
+        return self._key("deadletters")
+
+    @property
+    def attempts(self) -> str:  # hash: sequence -> failed update attempts of that chunk
+        return self._key("attempts")
 
     @property
     def lease(self) -> str:  # string: token of the worker applying this comparison's chunks

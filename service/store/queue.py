@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,18 @@ class Snapshot:
     sequence: int
     evidence: dict[str, Any]
     states: dict[str, bytes] = field(default_factory=dict)
+    halted: int = 0  # sequence of the dead-lettered chunk processing is halted on (0: none)
+    skip: int = 0  # sequence of a halted chunk the operator chose to skip (0: none)
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """Why a chunk was given up on: the last error, after how many failed attempts."""
+
+    error: str
+    attempts: int
+    action: str  # "halted" | "skipped"
+    block: bytes  # the chunk as ingested
 
 
 @dataclass(frozen=True)
@@ -46,6 +59,9 @@ class Commit:
     trace: dict[str, Any] | None
     states: dict[str, bytes]
     catching_up: int
+    status_reason: str | None = None
+    halt: bool = False  # record the dead letter and stop on the entry instead of applying it
+    dead_letter: DeadLetter | None = None
 
 
 class Queue:
@@ -66,10 +82,10 @@ class Queue:
         return sorted(m.decode() for m in self.client.smembers(index_key(self.prefix)))
 
     def has_work(self, cid: str) -> bool:
-        sequence, ingested, catching = self.client.hmget(
-            self.keys(cid).meta, "sequence", "next_seq", "catching_up"
+        sequence, ingested, catching, halted = self.client.hmget(
+            self.keys(cid).meta, "sequence", "next_seq", "catching_up", "halted"
         )
-        if sequence is None:
+        if sequence is None or halted is not None:
             return False
         return int(ingested) > int(sequence) or int(catching or 0) > 0
 
@@ -87,10 +103,10 @@ class Queue:
     def snapshot(self, cid: str) -> Snapshot | None:
         keys = self.keys(cid)
         pipe = self.client.pipeline(transaction=True)
-        pipe.hmget(keys.meta, "spec", "version", "sequence")
+        pipe.hmget(keys.meta, "spec", "version", "sequence", "halted", "skip")
         pipe.get(keys.evidence)
         pipe.hgetall(keys.states)
-        (spec, version, sequence), evidence, states = pipe.execute()
+        (spec, version, sequence, halted, skip), evidence, states = pipe.execute()
         if spec is None or evidence is None:
             return None
         return Snapshot(
@@ -99,7 +115,13 @@ class Queue:
             sequence=int(sequence),
             evidence=json.loads(evidence),
             states={name.decode(): data for name, data in states.items()},
+            halted=int(halted or 0),
+            skip=int(skip or 0),
         )
+
+    def record_failure(self, cid: str, sequence: int) -> int:
+        """Count a failed update of chunk ``sequence``; returns its failures so far."""
+        return int(self.client.hincrby(self.keys(cid).attempts, str(sequence), 1))
 
     def claim(self, cid: str, count: int) -> list[Entry]:
         """Entries read but never acknowledged by any consumer (a dead worker's), now ours."""
@@ -128,13 +150,16 @@ class Queue:
         pipe.execute()
 
     def commit(self, cid: str, commit: Commit) -> int:
-        """One atomic compare-and-set step: states, evidence, trace, block, ack, publish."""
+        """One atomic compare-and-set step: states, evidence, trace, block, ack, publish, and
+        the dead letter of a chunk given up on."""
         keys = self.keys(cid)
         pairs: list[Any] = []
         for name, data in commit.states.items():
             pairs += [name, data]
+        dead = commit.dead_letter
         result = self._commit(
-            keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream],
+            keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream,
+                  keys.dead_letters, keys.attempts],
             args=[
                 commit.version,
                 commit.sequence,
@@ -145,6 +170,13 @@ class Queue:
                 "" if commit.trace is None else json.dumps(commit.trace, allow_nan=False),
                 keys.updates,
                 commit.catching_up,
+                commit.status_reason or "",
+                int(commit.halt),
+                "" if dead is None else dead.error or "error",
+                0 if dead is None else dead.attempts,
+                "" if dead is None else dead.action,
+                b"" if dead is None else dead.block,
+                repr(time.time()),
                 *pairs,
             ],
         )

@@ -39,10 +39,15 @@ return {'accepted', seq}
 """
 
 # The compare-and-set commit of a worker.
-# KEYS: meta, states, evidence, trace, blocks, stream.
-# ARGV: expected version, sequence, block, group, stream entry id ('' for a catch-up step that
-# applies no new chunk), evidence JSON, trace JSON ('' for none), updates channel,
-# number of models still catching up, then (model, state) pairs.
+# KEYS: meta, states, evidence, trace, blocks, stream, dead letters, attempts.
+# ARGV: 1 expected version, 2 sequence, 3 block, 4 group, 5 stream entry id ('' for a catch-up
+# step that applies no new chunk), 6 evidence JSON, 7 trace JSON ('' for none), 8 updates
+# channel, 9 number of models still catching up, 10 status reason ('' when ok), 11 '1' to halt
+# on the entry instead of applying it, 12 dead-letter error ('' for no dead letter),
+# 13 its failed attempts, 14 its action (halted|skipped), 15 the entry's original block,
+# 16 time (s), then (model, state) pairs.
+# A halting commit records the dead letter and leaves the entry pending and the sequence as it
+# is; every other commit with an entry appends its block (empty for a skipped chunk) and acks it.
 # Returns 1 applied, 0 stale (no-op), -1 comparison gone.
 COMMIT = """
 local meta = redis.call('HMGET', KEYS[1], 'version', 'sequence')
@@ -51,17 +56,48 @@ if tonumber(meta[1]) ~= tonumber(ARGV[1]) then return 0 end
 if ARGV[5] ~= '' then
   local seq = tonumber(ARGV[2])
   if seq ~= tonumber(meta[2]) + 1 or redis.call('LLEN', KEYS[5]) ~= seq - 1 then return 0 end
-  redis.call('RPUSH', KEYS[5], ARGV[3])
-  redis.call('HSET', KEYS[1], 'sequence', seq)
-  redis.call('XACK', KEYS[6], ARGV[4], ARGV[5])
-  redis.call('XDEL', KEYS[6], ARGV[5])
+  if ARGV[12] ~= '' then
+    redis.call('XADD', KEYS[7], '*', 'sequence', seq, 'entry', ARGV[5], 'error', ARGV[12],
+               'attempts', ARGV[13], 'action', ARGV[14], 'time', ARGV[16], 'block', ARGV[15])
+  end
+  redis.call('HDEL', KEYS[8], seq)
+  if ARGV[11] == '1' then
+    redis.call('HSET', KEYS[1], 'halted', seq)
+  else
+    redis.call('RPUSH', KEYS[5], ARGV[3])
+    redis.call('HSET', KEYS[1], 'sequence', seq)
+    redis.call('HDEL', KEYS[1], 'skip')
+    redis.call('XACK', KEYS[6], ARGV[4], ARGV[5])
+    redis.call('XDEL', KEYS[6], ARGV[5])
+  end
 end
 if ARGV[7] ~= '' then redis.call('RPUSH', KEYS[4], ARGV[7]) end
-for i = 10, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[1], 'catching_up', ARGV[9])
+for i = 17, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'catching_up', ARGV[9], 'status_reason', ARGV[10])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[3], ARGV[6])
 redis.call('PUBLISH', ARGV[8], ARGV[6])
+return 1
+"""
+
+# An operator resumes a halted comparison: retry the dead-lettered chunk, or skip it (the
+# worker then commits it as an empty block).
+# KEYS: meta, evidence, attempts. ARGV: expected version, halted sequence, action (retry|skip),
+# evidence JSON, status reason ('' when ok), updates channel, work channel, comparison id.
+# Returns 1 resumed, 0 stale version, -1 comparison gone, -2 not halted on that sequence.
+RESUME = """
+local meta = redis.call('HMGET', KEYS[1], 'version', 'halted')
+if not meta[1] then return -1 end
+if meta[2] ~= ARGV[2] then return -2 end
+if tonumber(meta[1]) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HDEL', KEYS[1], 'halted')
+redis.call('HDEL', KEYS[3], ARGV[2])
+if ARGV[3] == 'skip' then redis.call('HSET', KEYS[1], 'skip', ARGV[2]) end
+redis.call('HSET', KEYS[1], 'status_reason', ARGV[5])
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('SET', KEYS[2], ARGV[4])
+redis.call('PUBLISH', ARGV[6], ARGV[4])
+redis.call('PUBLISH', ARGV[7], ARGV[8])
 return 1
 """
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
 from service_helpers import assert_error, comparison_body
 from service_server import Server, StartServer
 
@@ -43,26 +42,36 @@ BAD_CHUNKS: list[tuple[str, Any, int, str]] = [
     ("not an object", [1, 2], 422, "invalid_chunk"),
     ("not JSON", "{x: 1", 422, "invalid_chunk"),
     ("too many rows", {"x": [[0, 0, 0, 0]] * 6, "y": [0] * 6}, 413, "too_large"),
+    ("empty object", {}, 422, "invalid_chunk"),
+    ("null body", "null", 422, "invalid_chunk"),
+    ("rows without columns", {"x": [[]], "y": [1]}, 422, "invalid_chunk"),
+    ("numeric string", {"x": [[1, 2, 3, 4]], "y": ["1.5"]}, 422, "invalid_chunk"),
+    ("booleans", {"x": [[1, 2, 3, 4]], "y": [True]}, 422, "invalid_chunk"),
+    ("integer beyond float64", '{"x": [[1, 2, 3, 4]], "y": [1' + "0" * 400 + "]}", 422,
+     "invalid_chunk"),
+    ("1e300", {"x": [[1e300, 2, 3, 4]], "y": [1]}, 422, "invalid_chunk"),
+    ("-1e101", {"x": [[1, 2, 3, 4]], "y": [-1e101]}, 422, "invalid_chunk"),
+    ("x is a scalar", {"x": 3, "y": [1]}, 422, "invalid_chunk"),
+    ("x nested deeper", {"x": [[[1, 2, 3, 4]]], "y": [1]}, 422, "invalid_chunk"),
+    ("deeply nested", '{"x": ' + "[" * 1900 + "]" * 1900 + "}", 422, "invalid_chunk"),
 ]
 
 
-@pytest.mark.parametrize("case", BAD_CHUNKS, ids=[c[0] for c in BAD_CHUNKS])
-def test_bad_chunk_is_rejected_and_changes_nothing(
-    start_server: StartServer, case: tuple[str, Any, int, str]
-) -> None:
-    _, body, status, code = case
+def test_bad_chunks_are_rejected_and_change_nothing(start_server: StartServer) -> None:
     server = start_server("local", max_rows=5, max_body_bytes=4000)
     with server.client() as client:
         cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
         before = snapshot(server, cid)
-        if isinstance(body, str):
-            response = client.post(f"/v1/comparisons/{cid}/chunks", content=body,
-                                   headers={"content-type": "application/json"})
-        else:
-            response = client.post(f"/v1/comparisons/{cid}/chunks", json=body,
-                                   headers={"Idempotency-Key": "bad"})
-        assert_error(response, status, code)
-        assert snapshot(server, cid) == before
+        for label, body, status, code in BAD_CHUNKS:
+            if isinstance(body, str):
+                response = client.post(f"/v1/comparisons/{cid}/chunks", content=body,
+                                       headers={"content-type": "application/json"})
+            else:
+                response = client.post(f"/v1/comparisons/{cid}/chunks", json=body,
+                                       headers={"Idempotency-Key": "bad"})
+            assert response.status_code == status, (label, response.text)
+            assert_error(response, status, code)
+            assert snapshot(server, cid) == before, label
 
 
 def test_body_over_the_byte_limit_is_413(start_server: StartServer) -> None:
@@ -125,6 +134,17 @@ BAD_COMPARISONS: list[tuple[str, dict[str, Any]]] = [
     ("exact for a model without closed form", {"estimator": {"method": "exact"}, "models": [
         {"name": "a", "family": "logistic_regression", "config": {"dim": 2}}]}),
     ("seed is not a number", {"seed": "x", "models": [{"name": "a", "family": "beta_bernoulli"}]}),
+    ("a billion particles", {"estimator": {"method": "sgais", "particles": 10**9},
+                             "models": [{"name": "a", "family": "beta_bernoulli"}]}),
+    ("ten million parameters", {"estimator": {"method": "exact"}, "models": [
+        {"name": "a", "family": "linear_regression", "config": {"dim": 10**7}}]}),
+    ("prior scale that overflows", {"models": [{"name": "a", "family": "linear_regression",
+                                                "config": {"dim": 1, "prior_std": 1e300}}]}),
+    ("noise scale that underflows", {"models": [{"name": "a", "family": "linear_regression",
+                                                 "config": {"dim": 1, "noise_std": 1e-300}}]}),
+    ("name too long", {"name": "n" * 201, "models": [{"name": "a", "family": "beta_bernoulli"}]}),
+    ("empty name", {"name": "", "models": [{"name": "a", "family": "beta_bernoulli"}]}),
+    ("unicode model name", {"models": [{"name": "modèle", "family": "beta_bernoulli"}]}),
 ]
 
 
@@ -138,8 +158,10 @@ def test_bad_comparisons_and_models_are_422_and_create_nothing(
             response = client.post("/v1/comparisons", json={"name": "bad", **body})
             assert_error(response, 422)
             assert list(store.scan_iter(match=f"{server.settings.key_prefix}:*")) == [], label
-        assert_error(client.post("/v1/comparisons", content=b"{",
-                                 headers={"content-type": "application/json"}), 422)
+        surrogate = b'{"name": "\\ud800", "models": [{"name": "a", "family": "beta_bernoulli"}]}'
+        for raw in (b"{", surrogate):  # not JSON; a lone UTF-16 surrogate in the name
+            assert_error(client.post("/v1/comparisons", content=raw,
+                                     headers={"content-type": "application/json"}), 422)
         cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
         before = snapshot(server, cid)
         for model in (
@@ -147,6 +169,7 @@ def test_bad_comparisons_and_models_are_422_and_create_nothing(
             {"name": "m", "family": "logistic_regression", "config": {"dim": 2}},
             {"name": "right", "family": "linear_regression", "config": {"dim": 1}},
             {"name": "m", "family": "gaussian_mixture", "config": {"dim": 1}, "extra": 1},
+            {"name": "m", "family": "linear_regression", "config": {"dim": 10**7}},
         ):
             response = client.post(f"/v1/comparisons/{cid}/models", json=model)
             assert response.status_code in (409, 422), response.text

@@ -1,18 +1,19 @@
 """Workers: racing workers apply each chunk once; a worker killed between read and write is
-recovered (XAUTOCLAIM) to the same bits; stale commits are no-ops; poison chunks dead-letter."""
+recovered (XAUTOCLAIM) to the same bits; stale commits are no-ops (poison chunks:
+test_service_poison.py)."""
 
 from __future__ import annotations
 
 import threading
 import time
 
-from service_helpers import by_name, comparison_body
+from service_helpers import comparison_body
 from service_server import Server, StartServer, create_and_ingest, drain, make_worker, states
 
 from service.store.keys import GROUP, Keys
 from service.store.queue import STALE
 
-SGAIS = {"particles": 32, "steps": 10}
+SGAIS = {"particles": 16, "steps": 4, "hmc_moves": 1, "leapfrog_steps": 5}  # cheap, still random
 
 
 def reference_and_twin(server: Server, seed: int, rows: int, chunk: int) -> tuple[str, str]:
@@ -82,27 +83,3 @@ def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) 
     before = (states(store, keys), store.get(keys.evidence), store.llen(keys.blocks))
     assert doomed.queue.commit(cid, late_commit) == STALE  # the late write is a no-op
     assert (states(store, keys), store.get(keys.evidence), store.llen(keys.blocks)) == before
-
-
-def test_poison_chunk_is_dead_lettered_and_the_stream_goes_on(server: Server) -> None:
-    body = {
-        "name": "poison",
-        "seed": 0,
-        "estimator": {"method": "sgais", "particles": 8, "steps": 2, "max_annealing_steps": 20},
-        "models": [{"name": "line", "family": "linear_regression", "config": {"dim": 1}}],
-    }
-    with server.client() as client:
-        cid = client.post("/v1/comparisons", json=body).json()["id"]
-        good = {"x": [[0.1], [0.2]], "y": [0.3, 0.1]}
-        client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=good)
-        poisoned = client.post(
-            f"/v1/comparisons/{cid}/chunks?wait=true", json={"x": [[1e200]], "y": [1e200]}
-        ).json()
-        assert poisoned["sequence"] == 2
-        assert poisoned["last_error"]["sequence"] == 2
-        assert poisoned["last_error"]["message"]  # the estimator's exception, for the operator
-        assert poisoned["n_observations"] == 2
-        after = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=good).json()
-        assert after["sequence"] == 3 and after["n_observations"] == 4
-        assert by_name(after)["line"]["n_observations"] == 4
-        assert "modelcompare_chunks_dead_lettered_total 1.0" in client.get("/metrics").text

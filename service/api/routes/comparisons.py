@@ -10,7 +10,7 @@ from fastapi import APIRouter, Response
 from fastapi.concurrency import run_in_threadpool
 
 from estimators import state_to_bytes
-from service.api.deps import StoreDep
+from service.api.deps import AccessDep, StoreDep
 from service.api.errors import ApiError, not_found
 from service.engine import Runner
 from service.evidence import evidence_body, model_summaries
@@ -44,6 +44,8 @@ def describe(meta: Meta) -> dict[str, Any]:
         "version": meta.version,
         "sequence": meta.sequence,
         "ingested": meta.ingested,
+        "status": meta.status,
+        "status_reason": meta.status_reason,
     }
 
 
@@ -75,13 +77,16 @@ async def create_comparison(body: ComparisonIn, store: StoreDep) -> dict[str, An
 
 
 @router.get("")
-async def list_comparisons(store: StoreDep) -> dict[str, Any]:
+async def list_comparisons(store: StoreDep, access: AccessDep) -> dict[str, Any]:
+    """The comparisons the caller's API key may read (all of them when keys are off)."""
     described = []
     for cid in await store.ids():
         try:
-            described.append(describe(await store.meta(cid)))
+            meta = await store.meta(cid)
         except LookupError:
             continue  # deleted meanwhile
+        if access.allows("read", cid, meta.spec.name):
+            described.append(describe(meta))
     return {"comparisons": described}
 
 
@@ -122,6 +127,9 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep) -> dict[str, Any]:
             sequence=current["sequence"],
             n_observations=current["n_observations"],
             last_error=current["last_error"],
+            status_reason=current.get("status_reason"),
+            skipped_chunks=current.get("skipped_chunks", 0),
+            halted_at=current.get("halted_at"),
         )
         result = await store.add_model(meta, spec, evidence, model, state, catching_up)
         if result == 1:

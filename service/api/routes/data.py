@@ -6,13 +6,14 @@ import asyncio
 import time
 from typing import Annotated, Any
 
+import torch
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from service.api.deps import BroadcasterDep, MetricsDep, SettingsDep, StoreDep
 from service.api.errors import ApiError, not_found
-from service.api.ingest import parse_chunk, parse_query, read_body
+from service.api.ingest import parse_chunk, parse_query
 from service.engine import Runner
 from service.evidence import mix, prediction_json
 from service.schemas import ChunkIn, PredictIn
@@ -40,7 +41,7 @@ async def ingest_chunk(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JSONResponse:
     """Validate and queue a chunk (202 with its sequence); ``?wait=true``: 200 with evidence."""
-    body = await read_body(request, settings.max_body_bytes)
+    body = await request.body()  # at most max_body_bytes: see ingest.BodyLimit
     meta = await store.meta(cid)
     block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
     status, sequence = await store.ingest(cid, block, rows, block_digest(block), idempotency_key)
@@ -58,7 +59,7 @@ async def ingest_chunk(
     with broadcaster.subscribe(cid) as subscription:
         evidence = await store.evidence(cid)
         deadline = time.monotonic() + settings.wait_timeout
-        while evidence["sequence"] < sequence:
+        while evidence["sequence"] < sequence and not evidence.get("halted_at"):
             try:
                 update = await subscription.next(evidence["version"],
                                                  max(deadline - time.monotonic(), 0.0))
@@ -67,6 +68,9 @@ async def ingest_chunk(
             if update is None:
                 raise not_found(cid)
             evidence = update
+    if evidence["sequence"] < sequence:  # halted on a dead-lettered chunk: queued, not applied
+        return JSONResponse({**accepted, "processed": False, "status": evidence["status"],
+                             "status_reason": evidence["status_reason"]}, status_code=202)
     return JSONResponse(evidence, status_code=200)
 
 
@@ -115,7 +119,8 @@ async def predict(cid: str, body: PredictIn, store: StoreDep) -> dict[str, Any]:
             try:
                 runner = Runner(spec, spec.model(summary["name"]))
                 prediction = runner.predict(runner.load(states[summary["name"]]), x)
-            except ValueError as exc:
+            except (ValueError, ArithmeticError, torch.linalg.LinAlgError) as exc:
+                # One model's numerical failure (a degenerate state) is that model's error.
                 part["error"] = str(exc)
             else:
                 part.update(prediction_json(prediction))

@@ -1,0 +1,49 @@
+"""Dead-lettered (poison) chunks: list them; resume a comparison halted on one."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from fastapi import APIRouter, Query
+from pydantic import BaseModel, ConfigDict
+
+from service.api.deps import SettingsDep, StoreDep
+from service.api.errors import ApiError
+from service.store.dead_letters import DeadLetters, NotHalted, ResumeAction
+
+router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["dead letters"])
+
+
+class ResumeIn(BaseModel):
+    """``retry`` the halted chunk (e.g. after a fix), or ``skip`` it (its rows are left out)."""
+
+    model_config = ConfigDict(extra="forbid")
+    action: ResumeAction
+
+
+@router.get("/dead-letters")
+async def list_dead_letters(
+    cid: str, store: StoreDep, settings: SettingsDep,
+    limit: int = Query(default=100, ge=1, le=10_000),
+) -> dict[str, Any]:
+    """Chunks given up on after ``poison_max_attempts`` failed updates, oldest first."""
+    letters = DeadLetters(store.client, store.prefix)
+    halted_at = await letters.halted_at(cid)
+    return {
+        "halted_at": halted_at,
+        "policy": settings.poison_policy,
+        "max_attempts": settings.poison_max_attempts,
+        "dead_letters": [dataclasses.asdict(r) for r in await letters.list(cid, limit)],
+    }
+
+
+@router.post("/resume")
+async def resume(cid: str, body: ResumeIn, store: StoreDep) -> dict[str, Any]:
+    """Un-halt a comparison; returns the evidence body (status as it now stands)."""
+    try:
+        return await DeadLetters(store.client, store.prefix).resume(cid, body.action)
+    except NotHalted:
+        raise ApiError(409, "not_halted", "the comparison is not halted", {"id": cid}) from None
+    except TimeoutError:
+        raise ApiError(409, "busy", "the comparison kept changing; retry", {"id": cid}) from None

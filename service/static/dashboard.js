@@ -1,0 +1,371 @@
+// The modelcompare dashboard: the comparison list, and for one comparison live charts and the
+// evidence table, fed by GET /history (the past) and the websocket (snapshot, then updates).
+"use strict";
+
+(() => {
+  const KEY_STORAGE = "modelcompare.apiKey";
+  const LIST_REFRESH_MS = 5000;
+  const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+    "#7f7f7f", "#bcbd22", "#17becf"];
+  const PLOT_CONFIG = { responsive: true, displaylogo: false };
+
+  const view = {
+    comparisons: [],
+    cid: null,
+    comparison: null, // GET /v1/comparisons/{id}: names, families, prior probabilities
+    evidence: null, // the newest evidence body
+    series: new Map(), // model name -> {n, logZ, stderr, probability, ess, steps}
+    updateTimes: { n: [], seconds: [] },
+    socket: null,
+    retryMs: 500,
+    listError: null,
+    error: null,
+    renderQueued: false,
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  function element(tag, text, className) {
+    const node = document.createElement(tag);
+    if (text !== undefined && text !== null) node.textContent = text;
+    if (className) node.className = className;
+    return node;
+  }
+
+  function apiKey() {
+    return localStorage.getItem(KEY_STORAGE) || "";
+  }
+
+  async function api(path) {
+    const headers = apiKey() ? { Authorization: `Bearer ${apiKey()}` } : {};
+    let response;
+    try {
+      response = await fetch(path, { headers });
+    } catch (exc) {
+      throw Object.assign(new Error(`cannot reach the server (${exc.message})`), { status: 0 });
+    }
+    const body = await response.json().catch(() => null);
+    if (!response.ok) {
+      const error = (body && body.error) || { message: response.statusText };
+      throw Object.assign(new Error(error.message), { status: response.status });
+    }
+    return body;
+  }
+
+  function describeError(exc) {
+    if (exc.status === 401) return "This server needs an API key: enter it at the top right.";
+    if (exc.status === 403) return "Your API key may not read this comparison.";
+    return exc.message;
+  }
+
+  // ---- the comparison list -------------------------------------------------------------------
+
+  async function refreshList() {
+    try {
+      view.comparisons = (await api("/v1/comparisons")).comparisons;
+      view.listError = null;
+    } catch (exc) {
+      view.listError = describeError(exc);
+    }
+    renderList();
+    renderNotices();
+  }
+
+  function renderList() {
+    const list = $("comparison-list");
+    list.replaceChildren(...view.comparisons.map((c) => {
+      const link = element("a", c.name);
+      link.href = `#${encodeURIComponent(c.id)}`;
+      if (c.id === view.cid) link.setAttribute("aria-current", "page");
+      link.append(element("small", `${c.models.length} models · ${c.estimator.method} · ${c.id.slice(0, 8)}`));
+      const item = element("li");
+      item.append(link);
+      return item;
+    }));
+    $("list-empty").hidden = view.comparisons.length > 0 || view.listError !== null;
+  }
+
+  // ---- one comparison: history, then the websocket -------------------------------------------
+
+  async function select(cid) {
+    closeSocket();
+    Object.assign(view, {
+      cid, comparison: null, evidence: null, series: new Map(),
+      updateTimes: { n: [], seconds: [] }, error: null, retryMs: 500,
+    });
+    renderList();
+    if (!cid) {
+      render();
+      return;
+    }
+    try {
+      const comparison = await api(`/v1/comparisons/${encodeURIComponent(cid)}`);
+      const history = await api(`/v1/comparisons/${encodeURIComponent(cid)}/history`);
+      if (view.cid !== cid) return; // the user picked another one meanwhile
+      view.comparison = comparison;
+      absorbHistory(history.points);
+      connect(cid);
+    } catch (exc) {
+      view.error = exc.status === 404 ? `No comparison with id ${cid}.` : describeError(exc);
+    }
+    render();
+  }
+
+  function connect(cid) {
+    const scheme = location.protocol === "https:" ? "wss:" : "ws:";
+    const token = apiKey() ? `?token=${encodeURIComponent(apiKey())}` : "";
+    const socket = new WebSocket(`${scheme}//${location.host}/v1/comparisons/${encodeURIComponent(cid)}/ws${token}`);
+    view.socket = socket;
+    setConnection("connecting", "connecting…");
+    socket.onopen = () => setConnection("live", "live");
+    socket.onmessage = (event) => {
+      const message = JSON.parse(event.data);
+      if (message.type === "snapshot" || message.type === "update") {
+        view.retryMs = 500;
+        absorb(message.evidence);
+      } else if (message.type === "deleted") {
+        view.error = "This comparison was deleted.";
+        closeSocket();
+        refreshList();
+      } else if (message.type === "error") {
+        view.error = message.error.message;
+        closeSocket();
+      }
+      queueRender();
+    };
+    socket.onclose = () => {
+      if (view.socket !== socket) return; // replaced or closed on purpose
+      setConnection("closed", `disconnected, retrying in ${Math.round(view.retryMs / 1000)} s`);
+      setTimeout(() => { if (view.socket === socket) connect(cid); }, view.retryMs);
+      view.retryMs = Math.min(view.retryMs * 2, 10000);
+    };
+  }
+
+  function closeSocket() {
+    const socket = view.socket;
+    view.socket = null;
+    if (socket) socket.close();
+    setConnection("idle", "not connected");
+  }
+
+  function setConnection(state, text) {
+    const badge = $("connection");
+    badge.dataset.state = state;
+    badge.textContent = text;
+  }
+
+  // ---- series --------------------------------------------------------------------------------
+
+  function priors() {
+    return new Map(view.comparison.models.map((m) => [m.name, m.prior_probability]));
+  }
+
+  // The trace holds log Z per model but not the probabilities: they are the server's
+  // softmax(log Z + log prior) over the models in each point (service/evidence.py).
+  function absorbHistory(points) {
+    const prior = priors();
+    for (const point of points) {
+      const scores = Object.entries(point.models)
+        .filter(([name, m]) => m.log_evidence !== null && prior.has(name))
+        .map(([name, m]) => [name, m.log_evidence + Math.log(prior.get(name))]);
+      const top = Math.max(...scores.map(([, s]) => s));
+      const total = scores.reduce((sum, [, s]) => sum + Math.exp(s - top), 0);
+      for (const [name, score] of scores) {
+        const m = point.models[name];
+        addPoint(name, m.n_observations, {
+          logZ: m.log_evidence, stderr: m.log_evidence_stderr,
+          probability: Math.exp(score - top) / total, ess: null, steps: null,
+        });
+      }
+    }
+  }
+
+  function absorb(evidence) {
+    if (view.evidence && evidence.version < view.evidence.version) return;
+    view.evidence = evidence;
+    for (const m of evidence.models) {
+      if (m.n_observations === 0 || m.log_evidence === null) continue;
+      addPoint(m.name, m.n_observations, {
+        logZ: m.log_evidence, stderr: m.log_evidence_stderr,
+        probability: m.posterior_probability, ess: m.ess,
+        steps: m.info ? m.info.annealing_steps : null,
+      });
+    }
+    const times = view.updateTimes;
+    if (evidence.compute_seconds != null && times.n.at(-1) !== evidence.n_observations) {
+      times.n.push(evidence.n_observations);
+      times.seconds.push(evidence.compute_seconds);
+    }
+  }
+
+  function addPoint(name, n, values) {
+    if (!view.series.has(name)) {
+      view.series.set(name, { n: [], logZ: [], stderr: [], probability: [], ess: [], steps: [] });
+    }
+    const series = view.series.get(name);
+    const last = series.n.length - 1;
+    if (last >= 0 && n < series.n[last]) return;
+    if (last >= 0 && n === series.n[last]) {
+      // the snapshot repeats the newest history point: keep it, fill in what the trace lacks
+      for (const key of ["probability", "ess", "steps"]) series[key][last] ??= values[key];
+      return;
+    }
+    series.n.push(n);
+    for (const key of ["logZ", "stderr", "probability", "ess", "steps"]) series[key].push(values[key]);
+  }
+
+  // ---- rendering -----------------------------------------------------------------------------
+
+  function queueRender() {
+    if (view.renderQueued) return;
+    view.renderQueued = true;
+    requestAnimationFrame(() => {
+      view.renderQueued = false;
+      render();
+    });
+  }
+
+  function render() {
+    renderNotices();
+    const ready = view.comparison !== null && view.evidence !== null;
+    $("welcome").hidden = view.cid !== null;
+    $("comparison").hidden = !ready;
+    if (!ready) return;
+    renderHeading();
+    renderTable();
+    renderCharts();
+  }
+
+  function notices() {
+    const out = [];
+    if (view.listError) out.push(["bad", view.listError]);
+    if (view.error) out.push(["bad", view.error]);
+    const evidence = view.evidence;
+    if (!evidence) return out;
+    if (evidence.status === "degraded") {
+      const reason = evidence.status_reason || (evidence.last_error && evidence.last_error.message);
+      out.push(["bad", `Degraded: ${reason || "see the server log"}`]);
+    } else if (evidence.last_error) {
+      out.push(["warn", `Chunk ${evidence.last_error.sequence} was not applied: ${evidence.last_error.message}`]);
+    }
+    for (const m of evidence.models) {
+      if (m.failed) {
+        out.push(["bad", `Model ${m.name} failed: ${m.failed}`]);
+      } else if (isCatchingUp(m, evidence)) {
+        out.push(["warn", `Catching up: model ${m.name} has seen ${m.n_observations} of ${evidence.n_observations} rows; it joins the probabilities when it has seen them all.`]);
+      }
+    }
+    if (evidence.n_observations === 0) {
+      out.push(["info", `No data yet. Post a chunk to /v1/comparisons/${view.cid}/chunks (or run modelcompare ingest) and the charts fill in live.`]);
+    }
+    return out;
+  }
+
+  function isCatchingUp(m, evidence) {
+    return m.catching_up || (!m.failed && m.n_observations < evidence.n_observations);
+  }
+
+  function renderNotices() {
+    $("notices").replaceChildren(...notices().map(([kind, text]) => element("div", text, `notice ${kind}`)));
+  }
+
+  function renderHeading() {
+    const { comparison, evidence } = view;
+    $("comparison-title").textContent = comparison.name;
+    const estimator = Object.entries(comparison.estimator).map(([k, v]) => `${k}=${v}`).join(", ");
+    $("comparison-meta").textContent = `${comparison.id} · ${evidence.n_observations} rows in ` +
+      `${evidence.sequence} chunks · version ${evidence.version} · estimator ${estimator}`;
+  }
+
+  function color(name) {
+    const index = view.comparison.models.findIndex((m) => m.name === name);
+    return COLORS[(index < 0 ? view.comparison.models.length : index) % COLORS.length];
+  }
+
+  function fixed(value, digits) {
+    return value === null || value === undefined ? "—" : value.toFixed(digits);
+  }
+
+  function renderTable() {
+    const evidence = view.evidence;
+    const best = Math.max(...evidence.models.map((m) => m.posterior_probability ?? -1));
+    const table = $("evidence-table");
+    table.classList.toggle("with-elbo", evidence.models.some((m) => m.elbo != null));
+    table.tBodies[0].replaceChildren(...evidence.models.map((m) => {
+      const row = element("tr");
+      row.dataset.model = m.name;
+      if (m.posterior_probability === best && best >= 0) row.className = "best";
+      const name = element("td");
+      const swatch = element("span", null, "swatch");
+      swatch.style.background = color(m.name);
+      name.append(swatch, m.name, element("small", ` ${m.family}`, "muted"));
+      const logZ = m.log_evidence === null ? "—" : `${fixed(m.log_evidence, 2)} ± ${fixed(m.log_evidence_stderr, 2)}`;
+      const perRow = m.n_observations > 0 && m.log_evidence !== null ? fixed(m.log_evidence / m.n_observations, 4) : "—";
+      const cells = [logZ, perRow, fixed(m.posterior_probability, 4), String(m.n_observations),
+        fixed(m.ess, 1), m.info ? String(m.info.annealing_steps) : "—", fixed(m.elbo, 2)];
+      row.append(name, ...cells.map((text, i) => element("td", text, i === 6 ? "elbo" : "")));
+      const state = element("td");
+      if (m.failed) state.append(element("span", "failed", "badge bad"));
+      else if (isCatchingUp(m, evidence)) state.append(element("span", `catching up ${m.n_observations}/${evidence.n_observations}`, "badge warn"));
+      else state.append(element("span", "current", "badge"));
+      row.append(state);
+      return row;
+    }));
+  }
+
+  function layout(title, yTitle, extra) {
+    return {
+      title: { text: title, font: { size: 13 } },
+      margin: { l: 60, r: 10, t: 32, b: 38 },
+      xaxis: { title: { text: "rows n" }, automargin: true },
+      yaxis: { title: { text: yTitle }, automargin: true, ...(extra || {}) },
+      showlegend: false,
+      uirevision: view.cid, // keep the user's zoom across updates
+      datarevision: `${view.evidence.version}:${view.series.size}`, // arrays grow in place
+    };
+  }
+
+  function traces(value, options) {
+    return [...view.series.entries()].map(([name, s]) => ({
+      name, x: s.n, y: s.n.map((n, i) => value(s, i, n)), type: "scatter", mode: "lines+markers",
+      marker: { size: 4 }, line: { color: color(name) }, ...(options ? options(s) : {}),
+    }));
+  }
+
+  function renderCharts() {
+    Plotly.react("chart-log-evidence", traces((s, i) => s.logZ[i], (s) => ({
+      error_y: { type: "data", array: s.stderr, visible: true, thickness: 1 },
+    })), { ...layout("log evidence log Z (± 1 stderr)", "log Z"), showlegend: true,
+      legend: { x: 1, xanchor: "right", y: 1, bgcolor: "rgba(255,255,255,0.7)" } }, PLOT_CONFIG);
+    Plotly.react("chart-log-evidence-per-row", traces((s, i, n) => s.logZ[i] / n),
+      layout("log Z / n", "nats per row"), PLOT_CONFIG);
+    Plotly.react("chart-probability", traces((s, i) => s.probability[i]),
+      layout("posterior model probability", "P(model | data)", { range: [0, 1.02] }), PLOT_CONFIG);
+    Plotly.react("chart-ess", traces((s, i) => s.ess[i]),
+      layout("ESS after each update (live)", "effective sample size"), PLOT_CONFIG);
+    Plotly.react("chart-annealing-steps", traces((s, i) => s.steps[i]),
+      layout("annealing steps per chunk (live)", "steps"), PLOT_CONFIG);
+    Plotly.react("chart-update-time", [{
+      name: "all models", x: view.updateTimes.n, y: view.updateTimes.seconds, type: "scatter",
+      mode: "lines+markers", marker: { size: 4 }, line: { color: "#444" },
+    }], layout("estimator time per chunk, all models (live)", "seconds"), PLOT_CONFIG);
+  }
+
+  // ---- start ---------------------------------------------------------------------------------
+
+  function selectFromLocation() {
+    select(decodeURIComponent(location.hash.slice(1)) || null);
+  }
+
+  const keyInput = $("api-key");
+  keyInput.value = apiKey();
+  keyInput.addEventListener("change", () => {
+    localStorage.setItem(KEY_STORAGE, keyInput.value.trim());
+    refreshList();
+    selectFromLocation();
+  });
+  window.addEventListener("hashchange", selectFromLocation);
+  refreshList();
+  setInterval(refreshList, LIST_REFRESH_MS);
+  selectFromLocation();
+})();

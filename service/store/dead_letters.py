@@ -1,0 +1,97 @@
+"""Dead-lettered chunks of a comparison (API side): list them, resume a halted comparison."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import redis.asyncio as aioredis
+
+from service.evidence import status_fields
+from service.store import scripts
+from service.store.codec import decode_block
+from service.store.comparisons import NotFound
+from service.store.keys import Keys, work_channel
+
+ResumeAction = Literal["retry", "skip"]
+
+
+class NotHalted(Exception):
+    """The comparison is not halted (or was resumed meanwhile)."""
+
+
+@dataclass(frozen=True)
+class DeadLetterRecord:
+    id: str
+    sequence: int
+    rows: int
+    error: str
+    attempts: int
+    action: str  # "halted" | "skipped"
+    time: float
+
+
+class DeadLetters:
+    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self._resume = client.register_script(scripts.RESUME)
+
+    async def halted_at(self, cid: str) -> int | None:
+        """The sequence processing is halted on; None when running. ``NotFound`` if unknown."""
+        exists, halted = await self.client.hmget(Keys(self.prefix, cid).meta, "version", "halted")
+        if exists is None:
+            raise NotFound(cid)
+        return None if halted is None else int(halted)
+
+    async def list(self, cid: str, limit: int) -> list[DeadLetterRecord]:
+        """The oldest ``limit`` dead letters, in the order they were given up on."""
+        entries = await self.client.xrange(Keys(self.prefix, cid).dead_letters, count=limit)
+        return [
+            DeadLetterRecord(
+                id=entry_id.decode(),
+                sequence=int(fields[b"sequence"]),
+                rows=decode_block(fields[b"block"]).count,
+                error=fields[b"error"].decode(),
+                attempts=int(fields[b"attempts"]),
+                action=fields[b"action"].decode(),
+                time=float(fields[b"time"]),
+            )
+            for entry_id, fields in entries
+        ]
+
+    async def resume(self, cid: str, action: ResumeAction) -> dict[str, Any]:
+        """Un-halt: the worker retries the halted chunk (``retry``) or commits it as an empty
+        block (``skip``). Returns the new evidence body; ``NotHalted`` when not halted."""
+        keys = Keys(self.prefix, cid)
+        for _ in range(20):
+            version, halted = await self.client.hmget(keys.meta, "version", "halted")
+            evidence = await self.client.get(keys.evidence)
+            if version is None or evidence is None:
+                raise NotFound(cid)
+            if halted is None:
+                raise NotHalted(cid)
+            body = json.loads(evidence)
+            if body["version"] != int(version):
+                continue
+            skipped = body.get("skipped_chunks", 0)
+            if action == "skip":
+                reason: str | None = f"chunk {int(halted)} is skipped on the operator's request"
+            elif skipped:
+                reason = f"{skipped} chunk(s) dead-lettered and skipped, their rows left out"
+            else:
+                reason = None
+            body.update(version=body["version"] + 1, **status_fields(reason, skipped, None))
+            result = await self._resume(
+                keys=[keys.meta, keys.evidence, keys.attempts],
+                args=[int(version), halted, action, json.dumps(body, allow_nan=False),
+                      reason or "", keys.updates, work_channel(self.prefix), cid],
+            )
+            if result == 1:
+                return body
+            if result == -1:
+                raise NotFound(cid)
+            if result == -2:
+                raise NotHalted(cid)
+        raise TimeoutError(f"comparison {cid} kept changing")

@@ -1,0 +1,179 @@
+"""service.client against a real server: one method per route (checked against the app's
+routes), exact numbers through it, errors carrying the API's code, the websocket iterator, and
+API keys."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from service_helpers import by_name, comparison_body, exact_log_evidence, regression_data
+from service_server import RunningServer, Server, StartServer
+from starlette.routing import BaseRoute, WebSocketRoute
+
+from service.api.main import create_app
+from service.client import (
+    ENDPOINTS,
+    AsyncClient,
+    Client,
+    Endpoint,
+    ModelCompareError,
+    ServerUnreachable,
+)
+from service.core.config import Settings
+
+
+def _websocket_paths(routes: list[BaseRoute]) -> set[str]:
+    """Websocket routes are not in the OpenAPI document: walk the routers for them."""
+    found = set()
+    for route in routes:
+        if isinstance(route, WebSocketRoute):
+            found.add(route.path)
+        included = getattr(route, "original_router", None)  # how FastAPI wraps included routers
+        if included is not None:
+            found |= _websocket_paths(included.routes)
+    return found
+
+
+def _app_routes() -> set[Endpoint]:
+    app = create_app(Settings())
+    http = {Endpoint(method.upper(), path) for path, item in app.openapi()["paths"].items()
+            for method in item}
+    return http | {Endpoint("WS", path) for path in _websocket_paths(app.routes)}
+
+
+def test_the_client_has_one_method_per_route() -> None:
+    """A route added to the app without a client method (or a method left without its route)
+    fails here."""
+    assert set(ENDPOINTS.values()) == _app_routes()
+    assert len(set(ENDPOINTS.values())) == len(ENDPOINTS)
+    for name, route in ENDPOINTS.items():
+        assert callable(getattr(AsyncClient, name))
+        assert route.method == "WS" or callable(getattr(Client, name))
+
+
+@pytest.fixture(scope="module")
+def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server on an embedded Redis for the whole module (starting one takes seconds)."""
+    running = RunningServer(Settings(redis_url=None, poll_interval=0.1, wait_timeout=180.0,
+                                     data_dir=tmp_path_factory.mktemp("embedded")))
+    yield running.handle
+    running.stop()
+
+
+def test_every_route_through_the_sync_client(embedded_server: Server) -> None:
+    server = embedded_server
+    x, y = regression_data(60, seed=4)
+    body = comparison_body("exact")
+    with Client(server.url) as api:
+        assert api.healthz() == {"status": "ok"}
+        assert api.readyz() == {"status": "ready"}
+        created = api.create_comparison(body)
+        cid = created["id"]
+        assert cid in [c["id"] for c in api.list_comparisons()["comparisons"]]
+        assert api.get_comparison(cid)["name"] == "regression"
+
+        first = api.ingest(cid, x[:30], y[:30], idempotency_key="a", wait=True)
+        assert first["sequence"] == 1 and first["n_observations"] == 30
+        again = api.ingest(cid, x[:30], y[:30], idempotency_key="a")
+        assert again == {"sequence": 1, "rows": 30, "duplicate": True}
+        api.ingest(cid, x[30:].tolist(), list(y[30:]), wait=True)  # plain lists work too
+
+        evidence = by_name(api.evidence(cid))
+        for model in body["models"]:
+            columns = list(range(model["config"]["dim"]))
+            exact = exact_log_evidence(model["config"], x, y, columns)
+            assert evidence[model["name"]]["log_evidence"] == pytest.approx(exact, abs=1e-8)
+        weights = api.weights(cid)["weights"]
+        assert weights == {name: m["posterior_probability"] for name, m in evidence.items()}
+        trace = api.history(cid)["models"]["right"]
+        assert trace["n_observations"] == [30, 60]
+
+        prediction = api.predict(cid, np.array([[0.5, -1.0, 2.0, 0.0]]))
+        assert len(prediction["mixture"]["mean"]) == 1
+        mean = api.expectation(cid, "right", "mean", repetitions=4, seed=1)
+        assert len(mean["estimate"]) == len(mean["stderr"]) and mean["n_observations"] == 60
+
+        added = api.add_model(cid, {"name": "one", "family": "linear_regression",
+                                    "config": {"dim": 1}})
+        assert added["catching_up"] is True
+        assert api.dead_letters(cid)["dead_letters"] == []
+        with pytest.raises(ModelCompareError) as not_halted:
+            api.resume(cid, "skip")
+        assert (not_halted.value.status, not_halted.value.code) == (409, "not_halted")
+        assert "modelcompare" in api.metrics()  # Prometheus text
+
+        assert api.delete_comparison(cid) is None
+        with pytest.raises(ModelCompareError) as gone:
+            api.get_comparison(cid)
+    assert (gone.value.status, gone.value.code) == (404, "not_found")
+    assert cid in gone.value.message and gone.value.details == {"id": cid}
+
+
+def test_errors_carry_the_api_code_and_message(embedded_server: Server) -> None:
+    server = embedded_server
+    with Client(server.url) as api:
+        cid = api.create_comparison(comparison_body("exact"))["id"]
+        with pytest.raises(ModelCompareError) as bad:
+            api.ingest(cid, [[1.0, 2.0]], [0.5])  # two columns where rows have four
+        assert (bad.value.status, bad.value.code) == (422, "invalid_chunk")
+        assert str(bad.value) == "invalid_chunk: rows of x need 4 numbers, got 2 (HTTP 422)"
+        assert api.evidence(cid)["n_observations"] == 0  # the rejected chunk changed nothing
+    with Client("http://127.0.0.1:9") as nowhere, pytest.raises(ServerUnreachable) as down:
+        nowhere.healthz()
+    assert down.value.status is None and down.value.code == "unreachable"
+
+
+def test_async_client_iterates_websocket_updates(embedded_server: Server) -> None:
+    server = embedded_server
+    x, y = regression_data(40, seed=5)
+
+    async def scenario() -> tuple[list[dict[str, Any]], ModelCompareError]:
+        async with AsyncClient(server.url) as api:
+            cid = (await api.create_comparison(comparison_body("exact")))["id"]
+            messages: list[dict[str, Any]] = []
+            async for message in api.updates(cid):
+                messages.append(message)
+                if message["type"] == "snapshot":
+                    await api.ingest(cid, x, y)
+                elif message["type"] == "update":
+                    await api.delete_comparison(cid)
+            with pytest.raises(ModelCompareError) as unknown:
+                async for _ in api.updates(cid):
+                    pass
+            return messages, unknown.value
+
+    messages, unknown = asyncio.run(scenario())
+    assert [m["type"] for m in messages] == ["snapshot", "update", "deleted"]
+    assert messages[1]["evidence"]["n_observations"] == 40
+    assert (unknown.status, unknown.code) == (404, "not_found")
+
+
+def test_api_keys_reach_http_and_websocket(start_server: StartServer) -> None:
+    server = start_server("embedded", api_keys={"k-team": {"read": ["team-*"],
+                                                           "write": ["team-*"]}})
+    x, y = regression_data(20, seed=6)
+    with Client(server.url, api_key="k-team") as api:
+        cid = api.create_comparison({**comparison_body("exact"), "name": "team-a"})["id"]
+    with Client(server.url) as anonymous, pytest.raises(ModelCompareError) as missing:
+        anonymous.evidence(cid)
+    assert (missing.value.status, missing.value.code) == (401, "unauthorized")
+
+    async def scenario(key: str | None) -> list[str]:
+        async with AsyncClient(server.url, api_key=key) as api:
+            seen = []
+            async for message in api.updates(cid):
+                seen.append(message["type"])
+                if message["type"] == "snapshot":
+                    await api.ingest(cid, x, y)
+                else:
+                    return seen
+        return seen
+
+    assert asyncio.run(scenario("k-team")) == ["snapshot", "update"]
+    with pytest.raises(ModelCompareError) as refused:
+        asyncio.run(scenario("wrong"))
+    assert refused.value.status == 401

@@ -1,0 +1,198 @@
+"""The dashboard in headless Chromium (Playwright): it loads without console errors, a chunk
+posted through the API reaches the chart within a second, the table shows the exact evidence,
+and the empty, catching-up and degraded states are spelled out. A screenshot is written to
+test-artifacts/dashboard.png."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, ConsoleMessage, Page, WebSocketRoute, sync_playwright
+from service_helpers import chunks, comparison_body, exact_log_evidence, regression_data
+from service_server import RunningServer, Server, StartServer
+
+from service.core.config import Settings
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHARTS_HAVE_POINTS = """(count) => [...document.querySelectorAll('.chart')].every(chart =>
+    chart.data.length > 0 && chart.data.every(trace => trace.x.length === count))"""
+LOG_Z_HAS_POINTS = """() => {
+    const data = document.getElementById('chart-log-evidence').data;
+    return data !== undefined && data.length === 3 && data.every(t => t.x.length >= 1);
+}"""
+
+
+def _apt_install() -> str | None:
+    """Install Debian's chromium; the error text when that is impossible."""
+    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
+    if shutil.which("apt-get") is None or (sudo and shutil.which("sudo") is None):
+        return "apt-get (as root or with sudo) is not available"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"],
+                    ["apt-get", "install", "-y", "chromium"]):
+        done = subprocess.run([*sudo, *command], capture_output=True, text=True, env=env,
+                              timeout=900, check=False)
+        if done.returncode == 0 and CHROMIUM.exists():
+            return None
+    return f"{' '.join(command)} failed: {done.stderr.strip()[-500:]}"
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not CHROMIUM.exists() and (problem := _apt_install()) is not None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"chromium is needed for the dashboard tests: {problem}")
+        pytest.skip(f"no chromium: {problem}")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture(scope="module")
+def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server on an embedded Redis for the whole module (starting one takes seconds)."""
+    running = RunningServer(Settings(redis_url=None, poll_interval=0.1, wait_timeout=180.0,
+                                     data_dir=tmp_path_factory.mktemp("embedded")))
+    yield running.handle
+    running.stop()
+
+
+@pytest.fixture
+def console_errors() -> list[str]:
+    """Console errors and uncaught exceptions of the page under test."""
+    return []
+
+
+@pytest.fixture
+def page(browser: Browser, console_errors: list[str]) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    page = context.new_page()
+
+    def on_console(message: ConsoleMessage) -> None:
+        if message.type == "error":
+            console_errors.append(message.text)
+
+    page.on("console", on_console)
+    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+    yield page
+    context.close()
+
+
+def _notices(page: Page) -> list[str]:
+    return page.locator("#notices .notice").all_inner_texts()
+
+
+def test_a_posted_chunk_reaches_the_chart_within_a_second(
+    page: Page, console_errors: list[str], embedded_server: Server
+) -> None:
+    server = embedded_server
+    body = comparison_body("exact")
+    x, y = regression_data(40, seed=3)
+    x2, y2 = regression_data(60, seed=4)
+    with server.client() as client:
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        page.goto(f"{server.url}/#{cid}")
+        page.wait_for_selector("#evidence-table tbody tr")
+        assert page.locator("#connection").inner_text() == "live"
+        assert any("No data yet" in text for text in _notices(page))
+        assert page.locator("#comparison-list a[aria-current=page]").inner_text().startswith(
+            "regression")
+
+        reply = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunks(x, y, 40)[0])
+        applied = time.monotonic()
+        assert reply.status_code == 200, reply.text
+        page.wait_for_function(LOG_Z_HAS_POINTS, timeout=10_000)
+        seconds = time.monotonic() - applied
+    print(f"chunk applied -> drawn in the log Z chart: {seconds * 1000:.0f} ms")
+    assert seconds < 1.0, f"the chart showed the chunk after {seconds:.2f} s"
+    assert not any("No data yet" in text for text in _notices(page))
+
+    for model in body["models"]:
+        row = page.locator(f"#evidence-table tr[data-model={model['name']}]")
+        log_z = float(row.locator("td").nth(1).inner_text().split(" ± ")[0])
+        columns = list(range(model["config"]["dim"]))
+        assert log_z == pytest.approx(exact_log_evidence(model["config"], x, y, columns), abs=0.01)
+        assert row.locator("td").nth(4).inner_text() == "40"
+    probabilities = [float(t) for t in page.locator("#evidence-table td:nth-child(4)")
+                     .all_inner_texts()]
+    assert sum(probabilities) == pytest.approx(1.0, abs=2e-4)
+
+    with server.client() as client:  # three more chunks: every chart grows by one point each
+        for chunk in chunks(x2, y2, 20):
+            assert client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).is_success
+    page.wait_for_function(CHARTS_HAVE_POINTS, arg=4, timeout=10_000)
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "dashboard.png"
+    page.screenshot(path=str(screenshot), full_page=True)
+    print(f"dashboard screenshot: {screenshot}")
+    assert screenshot.stat().st_size > 10_000
+    assert console_errors == []
+
+
+def test_catching_up_and_degraded_states_are_spelled_out(
+    page: Page, console_errors: list[str], embedded_server: Server
+) -> None:
+    """The websocket is answered by the test with the contract's shapes: a model lagging the
+    comparison's rows and a degraded status."""
+    server = embedded_server
+    with server.client() as client:
+        cid = client.post("/v1/comparisons", json=comparison_body("exact")).json()["id"]
+        snapshot = client.get(f"/v1/comparisons/{cid}/evidence").json()
+    models = [{**m, "log_evidence": -61.5 - i, "log_evidence_stderr": 0.0, "n_observations": 40,
+               "ess": 64.0, "posterior_probability": [0.9, 0.1, None][i], "elbo": None}
+              for i, m in enumerate(snapshot["models"])]
+    models[2].update(n_observations=20, catching_up=True)
+    degraded = {**snapshot, "version": 3, "sequence": 2, "n_observations": 40, "models": models,
+                "status": "degraded", "status_reason": "chunk 2 was dead-lettered: bad rows"}
+
+    def answer(socket: WebSocketRoute) -> None:
+        socket.send(json.dumps({"type": "snapshot", "evidence": degraded}))
+
+    page.route_web_socket(f"**/v1/comparisons/{cid}/ws", answer)
+    page.goto(f"{server.url}/#{cid}")
+    page.wait_for_selector("#evidence-table tbody tr")
+    notices = _notices(page)
+    assert "Degraded: chunk 2 was dead-lettered: bad rows" in notices
+    assert any(n.startswith("Catching up: model wrong_noise has seen 20 of 40 rows")
+               for n in notices)
+    lagging = page.locator("#evidence-table tr[data-model=wrong_noise] td:last-child")
+    assert lagging.inner_text() == "catching up 20/40"
+    assert console_errors == []
+
+
+def test_an_unknown_comparison_is_reported(page: Page, embedded_server: Server) -> None:
+    page.goto(f"{embedded_server.url}/#no-such-id")
+    page.wait_for_selector("#notices .notice")
+    assert "No comparison with id no-such-id." in _notices(page)
+
+
+def test_the_page_asks_for_a_key_and_then_uses_it(page: Page,
+                                                  start_server: StartServer) -> None:
+    """With API keys configured the page is public, the data is not: it says so, and once the
+    key is typed in, the list, the history and the websocket (``?token=``) work."""
+    server = start_server("embedded", api_keys={"k-ui": {"read": ["*"], "write": ["*"]}})
+    with server.client() as client:
+        cid = client.post("/v1/comparisons", json=comparison_body("exact"),
+                          headers={"Authorization": "Bearer k-ui"}).json()["id"]
+    page.goto(f"{server.url}/#{cid}")
+    page.wait_for_selector("#notices .notice")
+    assert "This server needs an API key: enter it at the top right." in _notices(page)
+    page.fill("#api-key", "k-ui")
+    page.press("#api-key", "Enter")
+    page.wait_for_selector("#evidence-table tbody tr")
+    page.wait_for_function("() => document.getElementById('connection').textContent === 'live'")
+    assert page.locator("#comparison-list a").count() == 1
+    assert not any("API key" in text for text in _notices(page))
