@@ -314,7 +314,17 @@ def model_results(name: str, grid: list[int], args: Any, cells: dict) -> dict:
             save_cell(cells, key, result, path)
         out[method] = cells[key]
     references = [m for m in REFERENCES if m in args.methods]
-    done: dict[str, list[dict]] = {m: [] for m in references}
+    # Finished cells below the grid (from earlier runs) feed the time fits too.
+    cached_cells = load_cells(path)
+    done: dict[str, list[dict]] = {
+        m: sorted(
+            (cell for key, cell in cached_cells.items()
+             if key.startswith(f"{name}/{m}/{args.seed}/") and key.endswith(f"/{args.live_points}")
+             and cell["status"] == "ran" and cell["n"] < min(grid)),
+            key=lambda cell: cell["n"],
+        )
+        for m in references
+    }
     points: dict[str, list[dict]] = {m: [] for m in references}
     for n in grid:  # every method at small N first: the fits for larger N need them
         for method in references:

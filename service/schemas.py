@@ -122,8 +122,9 @@ class ComparisonSpec(BaseModel):
             raise ValueError(f"estimator for model {spec.name!r}: {exc}") from None
         except ArithmeticError as exc:  # e.g. prior_std=1e300: prior_std**2 overflows
             raise ValueError(f"model {spec.name!r}: its config overflows float64 ({exc})") from None
-        check_size(spec.name, model.param_dim, getattr(getattr(estimator, "config", None),
-                                                       "particles", 1))
+        config = getattr(estimator, "config", None)
+        particles = max(getattr(config, "particles", 1), getattr(config, "live_points", 1))
+        check_size(spec.name, model.param_dim, particles)
 
 
 # Service limits, checked before any state is allocated: a request must not be able to make the

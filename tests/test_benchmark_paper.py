@@ -51,3 +51,17 @@ def test_paper_tiny_grid_agrees_with_exact(tmp_path: Path) -> None:
             assert abs(point["log_z"] - exact) <= 3.0 * point["stderr"] + 0.05, (method, n)
     checks = payload["verdicts"]["references_vs_exact"]
     assert {(c["method"], c["n"]) for c in checks} == {("ais", 100), ("ais", 1000)}
+
+    report = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "paper_report.py"), "--results", str(tmp_path)],
+        check=True, capture_output=True, text=True, timeout=60,
+    ).stdout
+    lines = report.splitlines()
+    assert lines[0] == "**linear**"
+    assert lines[2] == "| N | reference: log Z / N | exact | sgais | ais |"
+    for n in (100, 1000):
+        row = next(line for line in lines if line.startswith(f"| {n:,} |"))
+        reference = next(p for p in results["exact"]["points"] if p["n"] == n)["log_z"]
+        ais = next(p for p in results["ais"]["points"] if p["n"] == n)
+        assert f"{reference / n:.5f} (exact)" in row
+        assert f"{ais['log_z'] - reference:+.2f} ± {ais['stderr']:.2f}" in row

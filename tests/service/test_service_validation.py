@@ -136,6 +136,8 @@ BAD_COMPARISONS: list[tuple[str, dict[str, Any]]] = [
     ("seed is not a number", {"seed": "x", "models": [{"name": "a", "family": "beta_bernoulli"}]}),
     ("a billion particles", {"estimator": {"method": "sgais", "particles": 10**9},
                              "models": [{"name": "a", "family": "beta_bernoulli"}]}),
+    ("a billion live points", {"estimator": {"method": "nested", "live_points": 10**9},
+                               "models": [{"name": "a", "family": "beta_bernoulli"}]}),
     ("ten million parameters", {"estimator": {"method": "exact"}, "models": [
         {"name": "a", "family": "linear_regression", "config": {"dim": 10**7}}]}),
     ("prior scale that overflows", {"models": [{"name": "a", "family": "linear_regression",
