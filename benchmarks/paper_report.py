@@ -16,7 +16,7 @@ from pathlib import Path
 
 from paper import best_reference, killed, point_at
 
-ORDER = ("exact", "sgais", "hybrid", "sequential", "ais", "nested", "dynesty")
+ORDER = ("exact", "sgais", "hybrid", "sequential", "ais", "nested", "dynesty", "laplace_is")
 
 
 def seconds(value: float) -> str:

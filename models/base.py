@@ -112,6 +112,12 @@ class Model(ABC):
         total = self.log_likelihood(theta, x, y).sum(-1) * row_weight
         return total, self.grad_log_likelihood(theta, x, y, row_weight)
 
+    def relabelings(self, theta: Tensor) -> Tensor:
+        """(M, D) -> (G, M, D): every relabeling of each θ that leaves prior and likelihood
+        unchanged (mixture components are exchangeable), by linear maps with |det| = 1, the
+        identity first. A model without such symmetries has G = 1."""
+        return theta[None]
+
     def grad_log_prior(self, theta: Tensor) -> Tensor:
         with torch.enable_grad():
             leaf = theta.detach().requires_grad_(True)

@@ -10,6 +10,7 @@ Prior: π ~ Dirichlet(1, …, 1), σ²_kj ~ InvGamma(1, 1), μ_kj | σ²_kj ~ N(
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any, ClassVar
 
@@ -82,6 +83,24 @@ class GaussianMixture(Model):
         quad = quad + (means**2 * prec).sum(-1, keepdim=True)
         log_norm = -0.5 * (log_var.sum(-1, keepdim=True) + d * math.log(2 * math.pi))
         return torch.logsumexp(log_pi[:, :, None] + log_norm - 0.5 * quad, dim=1)
+
+    def relabelings(self, theta: Tensor) -> Tensor:
+        """All K! orders of the components: (K!, M, D). On the logits, z' = l_σ[:K−1] − l_σ[K]
+        with l = (z, 0) is an integer matrix whose inverse (σ⁻¹) is one too, so |det| = 1."""
+        m, k, d = theta.shape[0], self.components, self.input_dim
+        logits = torch.cat([theta[:, : k - 1], theta.new_zeros(m, 1)], dim=1)
+        means = theta[:, k - 1 : k - 1 + k * d].reshape(m, k, d)
+        log_var = theta[:, k - 1 + k * d :].reshape(m, k, d)
+        orders = torch.tensor(list(itertools.permutations(range(k))), device=theta.device)
+        shifted = logits[:, orders].transpose(0, 1)  # (G, M, K)
+        return torch.cat(
+            [
+                shifted[..., : k - 1] - shifted[..., k - 1 :],
+                means[:, orders].transpose(0, 1).reshape(len(orders), m, k * d),
+                log_var[:, orders].transpose(0, 1).reshape(len(orders), m, k * d),
+            ],
+            dim=-1,
+        )
 
     def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
         k, d = self.components, self.input_dim

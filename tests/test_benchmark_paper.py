@@ -20,6 +20,7 @@ def test_paper_tiny_grid_agrees_with_exact(tmp_path: Path) -> None:
         "sgais",
         "exact",
         "ais",
+        "laplace_is",
         "--min-n",
         "100",
         "--max-n",
@@ -45,12 +46,15 @@ def test_paper_tiny_grid_agrees_with_exact(tmp_path: Path) -> None:
         exact = float(LinearRegression(5).batch_log_evidence(rows.x[:n], rows.y[:n]))
         by_n = {m: next(p for p in results[m]["points"] if p["n"] == n) for m in results}
         assert abs(by_n["exact"]["log_z"] - exact) < 1e-6 * abs(exact)
-        for method in ("sgais", "ais"):
+        for method in ("sgais", "ais", "laplace_is"):
             point = by_n[method]
             assert point["seconds"] > 0
             assert abs(point["log_z"] - exact) <= 3.0 * point["stderr"] + 0.05, (method, n)
+        assert by_n["laplace_is"]["pareto_k"] < 0.7 and by_n["laplace_is"]["ess"] > 1000
     checks = payload["verdicts"]["references_vs_exact"]
-    assert {(c["method"], c["n"]) for c in checks} == {("ais", 100), ("ais", 1000)}
+    assert {(c["method"], c["n"]) for c in checks} == {
+        (method, n) for method in ("ais", "laplace_is") for n in (100, 1000)
+    }
 
     report = subprocess.run(
         [sys.executable, str(BENCHMARKS / "paper_report.py"), "--results", str(tmp_path)],
@@ -58,7 +62,7 @@ def test_paper_tiny_grid_agrees_with_exact(tmp_path: Path) -> None:
     ).stdout
     lines = report.splitlines()
     assert lines[0] == "**linear**"
-    assert lines[2] == "| N | reference: log Z / N | exact | sgais | ais |"
+    assert lines[2] == "| N | reference: log Z / N | exact | sgais | ais | laplace_is |"
     for n in (100, 1000):
         row = next(line for line in lines if line.startswith(f"| {n:,} |"))
         reference = next(p for p in results["exact"]["points"] if p["n"] == n)["log_z"]

@@ -1,0 +1,124 @@
+"""Where SG-AIS's low log Z on softmax regression comes from, and which settings move it.
+
+paper.py finds SG-AIS's log Ẑ below the Laplace importance-sampling reference on logistic
+regression (10 inputs, 4 classes) by more than its standard error, the gap growing with N. This
+script streams the first ``--rows`` rows of paper.py's logistic data in 500-row chunks with
+several SG-AIS settings and seeds, and reports log Ẑ − log Z_ref at checkpoints, log Z_ref from
+``run_laplace_is`` on the same rows (its stderr ≈ 0.02–0.05 nats).
+
+    python benchmarks/sgais_bias.py            # 1e4 rows, 3 seeds, 7 settings (≈ 5 CPU min)
+    python benchmarks/sgais_bias.py --quick    # 2e3 rows, 2 seeds
+
+Writes results/sgais_bias.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from typing import Any
+
+import torch
+from _common import environment, set_threads, table, write_json
+from paper import build, simulate
+
+from estimators import OnlineEvidence
+from estimators.laplace_importance import LaplaceISConfig, run_laplace_is
+
+CHUNK = 500
+SETTINGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "particles 256": {"particles": 256},
+    "hmc_moves 10": {"hmc_moves": 10},
+    "steps 50": {"steps": 50},
+    "ess_target 0.95": {"ess_target": 0.95},
+    "lr 0.02": {"lr": 0.02},
+    "barker correction": {"mh_correction": "barker"},
+}
+
+
+def checkpoints(rows: int) -> list[int]:
+    return sorted({n for n in (CHUNK, 1_000, 2_000, 5_000, 10_000, rows) if n <= rows})
+
+
+def references(rows: Any, points: list[int]) -> dict[int, dict[str, float]]:
+    out = {}
+    for n in points:
+        found = run_laplace_is(
+            build("logistic"), rows.slice(0, n), LaplaceISConfig(), torch.Generator().manual_seed(n)
+        )
+        out[n] = {
+            "log_z": found.evidence.log_evidence,
+            "stderr": found.evidence.log_evidence_stderr,
+            "pareto_k": found.pareto_k,
+        }
+    return out
+
+
+def stream(rows: Any, settings: dict[str, Any], seed: int, points: list[int]) -> dict[str, Any]:
+    tracker = OnlineEvidence(build("logistic"), seed=seed, **settings)
+    begin = time.process_time()
+    out: dict[int, tuple[float, float]] = {}
+    for start in range(0, rows.count, CHUNK):
+        part = rows.slice(start, min(start + CHUNK, rows.count))
+        tracker.update(part.x, part.y)
+        if tracker.n_observations in points:
+            out[tracker.n_observations] = (tracker.log_evidence, tracker.log_evidence_stderr)
+    return {"seconds": time.process_time() - begin, "log_z": out}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--quick", action="store_true", help="2e3 rows, 2 seeds")
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.seeds = 2_000, 2
+    set_threads(args.threads)
+    rows = simulate("logistic", 10**6, 0).slice(0, args.rows)  # paper.py's data, first rows
+    points = checkpoints(args.rows)
+    reference = references(rows, points)
+    runs = []
+    for label, settings in SETTINGS.items():
+        for seed in range(args.seeds):
+            run = stream(rows, settings, seed, points)
+            gaps = {n: run["log_z"][n][0] - reference[n]["log_z"] for n in points}
+            runs.append({"setting": label, "seed": seed, **run, "gap": gaps})
+            print(label, seed, {n: round(g, 2) for n, g in gaps.items()}, flush=True)
+    summary = []
+    for label in SETTINGS:
+        mine = [r for r in runs if r["setting"] == label]
+        summary.append(
+            {
+                "setting": label,
+                "mean_gap": {n: statistics.fmean(r["gap"][n] for r in mine) for n in points},
+                "median_stderr_last": statistics.median(r["log_z"][points[-1]][1] for r in mine),
+                "mean_seconds": statistics.fmean(r["seconds"] for r in mine),
+            }
+        )
+    print(
+        "\nlog Ẑ_SG-AIS − log Z_Laplace-IS (nats), mean over seeds\n"
+        + table(
+            ["setting", *(f"n={n:,}" for n in points), "stderr", "CPU s"],
+            [
+                [s["setting"], *s["mean_gap"].values(), s["median_stderr_last"], s["mean_seconds"]]
+                for s in summary
+            ],
+        )
+    )
+    payload = {
+        "benchmark": "sgais_bias",
+        "settings": {**vars(args), "chunk": CHUNK, "model": "logistic_regression 10 × 4"},
+        "environment": environment(args.threads),
+        "reference": reference,
+        "summary": summary,
+        "runs": runs,
+    }
+    print(f"\nwrote {write_json('sgais_bias', payload)}")
+
+
+if __name__ == "__main__":
+    main()
