@@ -6,7 +6,7 @@ script streams the first ``--rows`` rows of paper.py's logistic data in 500-row 
 several SG-AIS settings and seeds, and reports log Ẑ − log Z_ref at checkpoints, log Z_ref from
 ``run_laplace_is`` on the same rows (its stderr ≈ 0.02–0.05 nats).
 
-    python benchmarks/sgais_bias.py            # 1e4 rows, 3 seeds, 7 settings (≈ 5 CPU min)
+    python benchmarks/sgais_bias.py            # 1e4 rows, 3 seeds, 10 settings (≈ 12 CPU min)
     python benchmarks/sgais_bias.py --quick    # 2e3 rows, 2 seeds
 
 Writes results/sgais_bias.json.
@@ -35,6 +35,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "ess_target 0.95": {"ess_target": 0.95},
     "lr 0.02": {"lr": 0.02},
     "barker correction": {"mh_correction": "barker"},
+    "batch_size 1000": {"batch_size": 1_000},
+    "friction 0.5": {"friction": 0.5},
+    "exact HMC throughout": {"full_batch_rows": 10_000},  # no SGHMC phase up to 1e4 rows
 }
 
 
