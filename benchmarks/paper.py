@@ -415,7 +415,7 @@ def verdicts(name: str, results: dict, grid: list[int]) -> dict:
             }
         )
     last, mine = max(grid), sgais_seconds(sgais, max(grid))
-    for method in ("nested", "dynesty", "ais", "laplace_is"):
+    for method in REFERENCES:
         ref = point_at(results.get(method, {}), last)
         if mine is not None and ref is not None and ref.get("seconds"):
             out.setdefault("speedups", {})[method] = {

@@ -27,17 +27,9 @@ from paper import build, simulate
 from estimators import OnlineEvidence
 from estimators.gradients import Anchor, PastData, grad_log_target
 from estimators.history import RowsHistory
-from estimators.moves import MoveConfig
+from estimators.moves import MoveConfig, particle_scale, sghmc_step
 
 CHUNK, BATCH_SIZES = 500, (100, 1_000)
-
-
-def whitening(particles: torch.Tensor, log_weights: torch.Tensor) -> torch.Tensor:
-    """L with L Lᵀ the weighted particle covariance: the moves' M⁻¹ up to the factor lr."""
-    weights = torch.softmax(log_weights, 0)
-    centred = particles - weights @ particles
-    covariance = (weights[:, None] * centred).T @ centred
-    return torch.linalg.cholesky(covariance)
 
 
 def noise_fractions(
@@ -52,10 +44,12 @@ def noise_fractions(
     gradients = torch.stack(
         [grad_log_target(model, theta, no_chunk, 0.0, past, generator) for _ in range(draws)]
     )
-    factor = whitening(state.particles, state.log_weights)
+    # The step and metric the moves use at this state (estimators/sgais.py).
+    particle_factor = particle_scale(state.particles, state.log_weights)
+    step, factor = sghmc_step(config, particle_factor, len(history))
     covariances = [torch.cov(gradients[:, i].T) for i in range(probe)]
     eigenvalues = torch.stack([torch.linalg.eigvalsh(factor.T @ v @ factor) for v in covariances])
-    return config.lr * eigenvalues / (2.0 * config.friction)
+    return step * eigenvalues / (2.0 * config.friction)
 
 
 def main() -> None:

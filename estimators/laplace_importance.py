@@ -34,7 +34,7 @@ from estimators.batch import (
     full_log_likelihood_and_grad,
 )
 from estimators.history import Rows
-from estimators.weights import log_mean_increment, log_normalize
+from estimators.weights import ess, log_mean_increment, log_normalize
 from models import Model
 from models.gamma_poisson import sample_log_gamma
 
@@ -209,5 +209,4 @@ def run_laplace_is(
         particles=draws,
         log_weights=normalized,
     )
-    ess = float(1.0 / torch.exp(2.0 * normalized).sum())
-    return LaplaceISResult(evidence, mode, ess, pareto_k(log_weights))
+    return LaplaceISResult(evidence, mode, ess(normalized), pareto_k(log_weights))
