@@ -1,10 +1,12 @@
-"""How hot SG-AIS's SGHMC moves run: minibatch gradient noise against the injected noise.
+"""How hot plain SGHMC moves would run: minibatch gradient noise against the injected noise.
 
 An SGHMC step (estimators/sghmc.py) adds η M⁻¹ ĝ with ĝ the minibatch gradient of covariance V,
-and injects N(0, 2αη M⁻¹), taking the gradient noise as zero (Chen, Fox & Guestrin 2014, eq. 15
-with β̂ = 0). In the whitened coordinates of M⁻¹ = L Lᵀ the gradient noise adds η² Lᵀ V L, i.e.
-a fraction η λ / (2α) of the injected noise along each eigenvector (eigenvalue λ of Lᵀ V L): where
-that fraction is not small, the moves sample a hotter law than the tempered posterior.
+and injects N(0, 2αη M⁻¹). Plain SGHMC (``noise_friction=False``) takes the gradient noise as
+zero (Chen, Fox & Guestrin 2014, eq. 15 with β̂ = 0). In the whitened coordinates of M⁻¹ = L Lᵀ
+the gradient noise adds η² Lᵀ V L, i.e. a fraction η λ / (2α) of the injected noise along each
+eigenvector (eigenvalue λ of Lᵀ V L): where that fraction is not small, the moves sample a hotter
+law than the tempered posterior. This measurement is why the default raises the friction by
+B̂ = η Lᵀ V̂ L / 2 (``noise_friction``).
 
 This script streams paper.py's logistic data (defaults, seed 0) and, at checkpoints, estimates V
 at the first ``--probe`` particles from ``--draws`` minibatch gradients (control variates at the

@@ -40,8 +40,10 @@ class AISConfig:
     ess_target: float = 0.8  # conditional-ESS fraction each annealing step keeps
     resample_threshold: float = 0.5  # resample when ESS / M falls below this
     hmc_step: float = 0.16  # leapfrog step in units of the particle spread (jittered ±50%)
-    leapfrog_steps: int = 20  # leapfrog steps per HMC move
-    hmc_moves: int = 4  # HMC transitions (fresh momentum each) per temperature
+    # 8 moves of 10 leapfrog steps, as SG-AIS's exact phase (estimators/moves.py): 4 of 20 read
+    # low on linear regression at N = 1e4 (−1.21 ± 0.41 nats, benchmarks/README.md).
+    leapfrog_steps: int = 10  # leapfrog steps per HMC move
+    hmc_moves: int = 8  # HMC transitions (fresh momentum each) per temperature
     max_steps: int = 10000  # annealing steps; a safeguard (more raises EstimatorError)
 
     def __post_init__(self) -> None:

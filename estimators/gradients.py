@@ -90,3 +90,22 @@ def grad_log_target(
     anchor = past.anchor
     at_anchor = model.grad_log_likelihood(anchor.point[None], batch.x, batch.y, scale)
     return grad + (anchor.grad_sum - at_anchor[0])
+
+
+def gradient_noise(
+    model: Model, theta: Tensor, past: PastData, generator: torch.Generator
+) -> Tensor:
+    """A factor G (M, B, D) of the covariance of ``grad_log_target``'s estimate at each particle.
+
+    The estimate's noise is (n/|B|) Σ_b d_b with d_b = ∇ℓ_b(θ) − ∇ℓ_b(θ_a) (or ∇ℓ_b(θ) without
+    an anchor), rows drawn with replacement, so its covariance is (n²/|B|) Cov(d). One fresh
+    minibatch of ``batch_size`` rows estimates Cov(d) per particle, and
+    G = n (|B|(|B| − 1))^(-1/2) (d − d̄) gives Gᵀ G = (n²/|B|) · the sample covariance.
+    """
+    batch = past.history.sample(past.batch_size, generator)
+    rows = model.row_grad_log_likelihood(theta, batch.x, batch.y)  # (M, B, D)
+    if past.anchor is not None:
+        rows = rows - model.row_grad_log_likelihood(past.anchor.point[None], batch.x, batch.y)
+    size = past.batch_size
+    centred = rows - rows.mean(1, keepdim=True)
+    return centred * (len(past.history) / (size * max(size - 1, 1)) ** 0.5)

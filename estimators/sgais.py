@@ -24,6 +24,7 @@ from estimators.gradients import (
     PastData,
     anchor_at,
     grad_log_target,
+    gradient_noise,
     log_target,
     past_data,
 )
@@ -31,6 +32,7 @@ from estimators.history import ExtendedHistory, History, Rows
 from estimators.hmc import hmc_move
 from estimators.minibatch_target import MinibatchTarget
 from estimators.moves import MoveConfig, particle_scale, sghmc_step
+from estimators.relabeling import align_labels, is_label_symmetric
 from estimators.resampling import RESAMPLERS
 from estimators.schedule import split_points
 from estimators.sghmc import sghmc_move
@@ -191,6 +193,8 @@ class SGAIS:
             log_w = log_normalize(log_w + delta * log_lik)
             temperature = 1.0 if delta >= remaining else temperature + delta
             steps += 1
+            if is_label_symmetric(model):
+                theta = align_labels(model, theta, log_w)  # log_lik is unchanged by relabelling
             scale = particle_scale(theta, log_w)  # before resampling: W carries the target
             current_ess = kish_ess(log_w)
             tally.min_ess = min(tally.min_ess, current_ess)
@@ -282,7 +286,8 @@ class SGAIS:
 
         step, scale = sghmc_step(cfg, scale, rows)
         if cfg.mh_correction == "none":
-            return sghmc_move(theta, grad, step, scale, cfg.friction, cfg.steps, generator)
+            noise = gradient_noise(model, theta, past, generator) if cfg.noise_friction else None
+            return sghmc_move(theta, grad, step, scale, cfg.friction, cfg.steps, generator, noise)
         target = MinibatchTarget(model, past.history, piece, temperature, past.anchor)
         move = corrected_sghmc_move(
             theta, target, grad, step, scale, cfg.friction, cfg.steps, cfg.batch_size, generator

@@ -104,6 +104,24 @@ class Model(ABC):
             (grad,) = torch.autograd.grad(total, leaf)
         return grad
 
+    def row_grad_log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
+        """Gradient of each row's log p(y_r | x_r, theta) per particle: (M, R, D).
+
+        Autograd mapped over rows by default (row r's gradient of Σ_m log p(y_r | θ_m) is θ_m's
+        own, as rows and particles do not interact); models override with closed forms.
+        """
+
+        def one_row(x_row: Tensor | None, y_row: Tensor | None) -> Tensor:
+            def total(leaf: Tensor) -> Tensor:
+                x_one = None if x_row is None else x_row[None]
+                y_one = None if y_row is None else y_row[None]
+                return self.log_likelihood(leaf, x_one, y_one).sum()
+
+            return torch.func.grad(total)(theta)
+
+        in_dims = (None if x is None else 0, None if y is None else 0)
+        return torch.func.vmap(one_row, in_dims=in_dims)(x, y).transpose(0, 1)
+
     def log_likelihood_and_grad(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> tuple[Tensor, Tensor]:

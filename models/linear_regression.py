@@ -74,6 +74,11 @@ class LinearRegression(Model, ConjugateModel):
         resid = (y - self._mean(theta, x)) * (row_weight / self.noise_std**2)  # (M, R)
         return torch.cat([resid @ x, resid.sum(-1, keepdim=True)], dim=1)
 
+    def row_grad_log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
+        assert x is not None and y is not None
+        resid = (y - self._mean(theta, x)) / self.noise_std**2  # (M, R)
+        return resid[..., None] * design(x)
+
     def log_likelihood_and_grad(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> tuple[Tensor, Tensor]:

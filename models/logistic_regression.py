@@ -66,10 +66,23 @@ class LogisticRegression(Model):
     def log_likelihood_and_grad(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> tuple[Tensor, Tensor]:
-        # ∂/∂(w_k, c_k) Σ_r log softmax_{y_r}(·) = Σ_r (1[y_r = k] − p_rk) Φ_r  (PRML eq. 4.109).
         assert x is not None and y is not None
-        m = theta.shape[0]
+        m, phi = theta.shape[0], design(x)
+        log_lik, resid = self._log_likelihood_and_residuals(theta, phi, y)
+        grad = (resid.reshape(m * self.classes, -1) @ (phi * row_weight)).reshape(m, -1)
+        return log_lik.sum(-1) * row_weight, grad
+
+    def row_grad_log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
+        assert x is not None and y is not None
         phi = design(x)
+        resid = self._log_likelihood_and_residuals(theta, phi, y)[1]  # (M, K, R)
+        return (resid.transpose(1, 2)[..., None] * phi[:, None, :]).flatten(2)
+
+    def _log_likelihood_and_residuals(
+        self, theta: Tensor, phi: Tensor, y: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """log p(y_r | Φ_r, θ_m) (M, R) and the residuals 1[y_r = k] − p_rk (M, K, R), whose
+        product with Φ_r is row r's gradient with respect to (w_k, c_k) (PRML eq. 4.109)."""
         # log-softmax over classes by hand: one exp serves both the value and the gradient, and
         # it is ~2x faster than torch.log_softmax over a middle dimension on CPU.
         logits = self._logits(theta, phi)  # (M, K, R)
@@ -77,10 +90,8 @@ class LogisticRegression(Model):
         exp = shifted.exp()
         norm = exp.sum(1, keepdim=True)
         one_hot = F.one_hot(y.long(), self.classes).T.to(logits.dtype)  # (K, R)
-        total = ((shifted * one_hot).sum((1, 2)) - norm.log().sum((1, 2))) * row_weight
-        resid = exp.div_(norm).neg_().add_(one_hot)
-        grad = (resid.reshape(m * self.classes, -1) @ (phi * row_weight)).reshape(m, -1)
-        return total, grad
+        log_lik = (shifted * one_hot).sum(1) - norm.log()[:, 0]
+        return log_lik, exp.div_(norm).neg_().add_(one_hot)
 
     def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
         return torch.randn(

@@ -74,6 +74,14 @@ def test_model_contract(family: str, generator: torch.Generator) -> None:
         rtol=1e-9,
         atol=1e-9,
     )
+    rows = model.row_grad_log_likelihood(theta, x, y)
+    assert rows.shape == (7, 11, model.param_dim)
+    torch.testing.assert_close(
+        rows, Model.row_grad_log_likelihood(model, theta, x, y), rtol=1e-9, atol=1e-9
+    )
+    torch.testing.assert_close(
+        rows.sum(1), model.grad_log_likelihood(theta, x, y), rtol=1e-9, atol=1e-9
+    )
     torch.testing.assert_close(
         model.grad_log_prior(theta), Model.grad_log_prior(model, theta), rtol=1e-9, atol=1e-9
     )
