@@ -152,10 +152,10 @@ class SGAIS:
         if not self.config.control_variates or n <= self.config.full_batch_rows:
             return None, False
         rows = int(state.anchor_rows)
-        if rows > 0 and n < 2 * rows:
+        if rows > 0 and n < self.config.anchor_growth * rows:
             return Anchor(state.anchor_point, state.anchor_grad), False
-        # Re-anchor at the weighted particle mean when n has doubled: one full pass, so the
-        # full-data cost stays amortised O(1) per row.
+        # Re-anchor at the weighted particle mean once n has grown by ``anchor_growth``: one
+        # full pass at one point, so the full-data cost stays amortised O(1) per row.
         weights = torch.softmax(state.log_weights, 0)
         return anchor_at(self.model, weights @ state.particles, history), True
 
