@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 import torch
@@ -90,6 +91,10 @@ class SGAIS:
         self.config: MoveConfig = config
         self._resample = RESAMPLERS[config.resampling]
         self._max_annealing_steps = config.max_annealing_steps
+
+    @cached_property
+    def _label_symmetric(self) -> bool:
+        return is_label_symmetric(self.model)
 
     def init(self, generator: torch.Generator) -> SGAISState:
         m, d = self.config.particles, self.model.param_dim
@@ -193,7 +198,7 @@ class SGAIS:
             log_w = log_normalize(log_w + delta * log_lik)
             temperature = 1.0 if delta >= remaining else temperature + delta
             steps += 1
-            if is_label_symmetric(model):
+            if self._label_symmetric:
                 theta = align_labels(model, theta, log_w)  # log_lik is unchanged by relabelling
             scale = particle_scale(theta, log_w)  # before resampling: W carries the target
             current_ess = kish_ess(log_w)
