@@ -107,7 +107,7 @@ def test_labels_outside_a_classifier_support_are_422(start_server: StartServer) 
 BAD_COMPARISONS: list[tuple[str, dict[str, Any]]] = [
     ("unknown family", {"models": [{"name": "a", "family": "nope"}]}),
     ("bad model config", {"models": [{"name": "a", "family": "linear_regression",
-                                      "config": {"dim": 0}}]}),
+                                      "config": {"dim": -1}}]}),
     ("unknown config key", {"models": [{"name": "a", "family": "linear_regression",
                                         "config": {"dim": 2, "colour": 1}}]}),
     ("columns of the wrong length", {"models": [{"name": "a", "family": "linear_regression",
