@@ -14,7 +14,7 @@ import numpy as np
 
 from service.cli.errors import CliError
 from service.cli.files import existing, read_data
-from service.cli.tables import comparisons_table, evidence_table
+from service.cli.tables import comparison_lines, evidence_table
 from service.client import PREDICTION_FIELDS, AsyncClient, Client
 
 
@@ -41,11 +41,10 @@ def create(args: argparse.Namespace) -> None:
 
 
 def list_comparisons(args: argparse.Namespace) -> None:
-    from rich.console import Console
-
     with Client(args.url, args.api_key) as api:
         comparisons = api.list_comparisons()["comparisons"]
-    Console().print(comparisons_table(comparisons))
+    for line in comparison_lines(comparisons):
+        print(line)
 
 
 def delete(args: argparse.Namespace) -> None:

@@ -206,18 +206,17 @@ def ingest(args: argparse.Namespace) -> None:
         check_file(spec, data, path.name, x_cols, args.y_col)
         columns = (TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("rows"))
-        with Bar(*columns, console=console) as bar:
-            task = bar.add_task("sent", total=data.rows)
-            try:
+        try:
+            with Bar(*columns, console=console) as bar:
+                task = bar.add_task("sent", total=data.rows)
                 progress, chunks = send(api, args.comparison, data, args.chunk_size,
                                         ChunkKeys(data, args.key_salt),
                                         lambda rows: bar.advance(task, rows))
-            except PartialSend as stopped:
-                bar.stop()
-                console.print(_partial_note(stopped, path.name), markup=False)
-                raise stopped.error from None
-            evidence = _wait_applied(api, args.comparison, chunks, bar) if args.wait \
-                else api.evidence(args.comparison)
+                evidence = _wait_applied(api, args.comparison, chunks, bar) if args.wait \
+                    else api.evidence(args.comparison)
+        except PartialSend as stopped:
+            console.print(_partial_note(stopped, path.name), markup=False)
+            raise stopped.error from None
     console.print(_summary(progress, path.name), markup=False)
     console.print(evidence_table(evidence))
     if evidence.get("status") == "degraded":

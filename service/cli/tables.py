@@ -1,4 +1,4 @@
-"""The tables the commands print: a comparison's evidence, and the list of comparisons."""
+"""What the commands print: a comparison's evidence table, and the list of comparisons."""
 
 from __future__ import annotations
 
@@ -43,20 +43,19 @@ def evidence_table(evidence: dict[str, Any]) -> Table:
     return table
 
 
-def comparisons_table(comparisons: list[dict[str, Any]]) -> Table:
-    """``GET /v1/comparisons`` (newest first) as a table."""
-    table = Table(title=f"{len(comparisons)} comparison{'' if len(comparisons) == 1 else 's'}")
-    for column in ("name", "id", "models", "estimator", "chunks", "status", "created (UTC)"):
-        table.add_column(column, justify="right" if column == "chunks" else "left")
+def comparison_lines(comparisons: list[dict[str, Any]]) -> list[str]:
+    """``GET /v1/comparisons`` (newest first), one line each, the id first (for scripts)."""
+    lines = []
     for c in comparisons:
         count = len(c["models"])
-        pending = c["ingested"] - c["sequence"]
-        table.add_row(c["name"], c["id"], f"{count} model{'' if count == 1 else 's'}",
-                      c["estimator"]["method"],
-                      f"{c['sequence']}" + (f" (+{pending} queued)" if pending else ""),
-                      c["status"],
-                      time.strftime("%Y-%m-%d %H:%M", time.gmtime(c["created_at"])))
-    return table
+        queued = c["ingested"] - c["sequence"]
+        created = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(c["created_at"]))
+        lines.append(" · ".join([
+            f"{c['id']}  {c['name']}", f"{count} model{'' if count == 1 else 's'}",
+            c["estimator"]["method"], f"{c['sequence']} chunks applied"
+            + (f", {queued} queued" if queued else ""), f"created {created}",
+            *([f"{c['status']}: {c['status_reason']}"] if c["status"] != "ok" else [])]))
+    return lines
 
 
 def _elbo(model: dict[str, Any]) -> str:

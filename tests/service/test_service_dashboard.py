@@ -148,10 +148,11 @@ BOXES = """() => {
     const chart = document.getElementById('chart-bayes-factor');
     const box = (node) => { const r = node.getBoundingClientRect();
                             return [r.left, r.top, r.right, r.bottom]; };
-    return {plot: box(chart.querySelector('.nsewdrag')), legend: box(chart.querySelector('.legend')),
-            chart: box(chart)};
+    return {plot: box(chart.querySelector('.nsewdrag')),
+            legend: box(chart.querySelector('.legend')), chart: box(chart)};
 }"""
-FRESH_CHARTS = """(count) => ['chart-ess', 'chart-annealing-steps', 'chart-update-time'].every(id => {
+FRESH_CHARTS = """(count) => ['chart-ess', 'chart-annealing-steps', 'chart-update-time'].every(
+  id => {
     const chart = document.getElementById(id);
     return chart.data && chart.data.every(trace => trace.x.length === count
         && trace.y.every(v => v !== null));
