@@ -241,6 +241,29 @@ def test_the_table_fits_800_px_and_an_empty_model_shows_a_dash(
     assert console_errors == []
 
 
+def test_an_elbo_over_fewer_rows_is_marked(page: Page, console_errors: list[str],
+                                           embedded_server: Server) -> None:
+    """The ELBO is refreshed when a model's rows double: after 40 + 20 rows it covers 40, and
+    the table says so rather than showing it beside a log Z of 60 rows as if comparable."""
+    spec = {"name": "normal", "estimator": {"method": "exact"},
+            "models": [{"name": "nig", "family": "linear_regression_unknown_noise",
+                        "config": {"dim": 1}}]}
+    x, y = regression_data(60, seed=15)
+    with embedded_server.client() as client:
+        cid = client.post("/v1/comparisons", json=spec).json()["id"]
+        for start, stop in ((0, 40), (40, 60)):
+            chunk = {"x": x[start:stop, :1].tolist(), "y": y[start:stop].tolist()}
+            evidence = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).json()
+    elbo = evidence["models"][0]["elbo"]
+    page.goto(f"{embedded_server.url}/#{cid}")
+    page.wait_for_selector("#evidence-table tbody tr")
+    cell = page.locator("#evidence-table tr[data-model=nig] td.elbo")
+    assert cell.inner_text() == f"{elbo:.2f} (of 40 rows)"
+    assert page.locator("#elbo-note").is_visible()
+    assert "compare it with log Z at k rows" in page.locator("#elbo-note").inner_text()
+    assert console_errors == []
+
+
 def test_catching_up_and_degraded_states_are_spelled_out(
     page: Page, console_errors: list[str], embedded_server: Server
 ) -> None:
