@@ -13,6 +13,7 @@ import logging
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from typing import Any
 
 from service.cli import commands, server
 from service.cli.errors import CliError
@@ -44,7 +45,7 @@ def _connection() -> argparse.ArgumentParser:
     return parent
 
 
-def _service_commands(commands_: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _service_commands(commands_: Any) -> None:  # the root parser's subparsers
     common = _common()
     serve = commands_.add_parser(
         "serve", parents=[common],
@@ -84,7 +85,7 @@ def _service_commands(commands_: argparse._SubParsersAction) -> None:  # type: i
     demo.set_defaults(run=server.demo)
 
 
-def _client_commands(commands_: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def _client_commands(commands_: Any) -> None:
     connection = _connection()
     create = commands_.add_parser("create", parents=[connection],
                                   help="create a comparison from a YAML/JSON spec; prints its id")

@@ -238,8 +238,7 @@ def _partial_note(stopped: PartialSend, name: str) -> str:
     done, (first, last) = stopped.progress.done, (stopped.start + 1, stopped.stop)
     accepted = (f"data rows 1–{done} of {name} are on the server and count"
                 if done else f"no row of {name} was accepted")
-    unknown = getattr(stopped.error, "idempotency_key", None) is not None and \
-        "outcome is unknown" in str(stopped.error)
+    unknown = isinstance(stopped.error, ModelCompareError) and stopped.error.outcome_unknown
     fate = (f"rows {first}–{last} may or may not have been accepted"
             if unknown else f"rows {first}–{last} were not")
     return (f"stopped at data row {first}: {accepted}; {fate}. Fix what the error says and run "

@@ -163,6 +163,7 @@ def outcome(url: str, call: Call, attempt: int, response: httpx.Response | None 
         after = response.headers.get("Retry-After", "")
         backoff = min(float(after), MAX_RETRY_AFTER) if after.isdigit() else backoff
     if key is not None:
+        error.outcome_unknown = not unsent
         fate = "it was not sent" if unsent else (
             "the outcome is unknown: the chunk may or may not have been accepted")
         error.message += (f"; {fate}. Send it again with idempotency_key={key!r} (header "

@@ -9,7 +9,8 @@ from typing import Any
 class ModelCompareError(Exception):
     """An error reply of the API, with its ``{"error": {"code", "message", "details"}}``;
     ``status`` None when there was no reply, or the client refused to send (e.g. NaN in x).
-    ``idempotency_key``: the key a failed chunk was sent with; send it again with that key."""
+    ``idempotency_key``: the key a failed chunk was sent with; send it again with that key.
+    ``outcome_unknown``: the chunk may or may not have been accepted (its reply was lost)."""
 
     def __init__(self, status: int | None, code: str, message: str, details: Any = None,
                  idempotency_key: str | None = None) -> None:
@@ -19,6 +20,7 @@ class ModelCompareError(Exception):
         self.message = message
         self.details = details
         self.idempotency_key = idempotency_key
+        self.outcome_unknown = False
 
     def __str__(self) -> str:
         where = "" if self.status is None else f" (HTTP {self.status})"

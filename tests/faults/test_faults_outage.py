@@ -54,7 +54,7 @@ def test_the_client_rides_out_an_outage_and_reports_an_unknown_outcome(tmp_path:
                 brief.ingest(cid, [[2.0]], [1.5])
             error = unknown.value
             assert (error.status, error.code) == (503, "unavailable")
-            assert error.idempotency_key is not None
+            assert error.idempotency_key is not None and error.outcome_unknown
             assert error.message == (
                 "the data store is unreachable; retry later; the outcome is unknown: the chunk "
                 "may or may not have been accepted. Send it again with idempotency_key="

@@ -237,7 +237,7 @@ def test_chunks_always_carry_a_key_that_every_retry_reuses(embedded_server: Serv
             with Client(proxy.url, retries=0) as once, pytest.raises(ServerUnreachable) as lost:
                 once.ingest(cid, x[10:], y[10:])
             key = lost.value.idempotency_key
-            assert key is not None and len(key) == 32
+            assert key is not None and len(key) == 32 and lost.value.outcome_unknown
             assert (f"the outcome is unknown: the chunk may or may not have been accepted. Send it "
                     f"again with idempotency_key={key!r}") in lost.value.message
             again = api.ingest(cid, x[10:], y[10:], idempotency_key=key, wait=True)
