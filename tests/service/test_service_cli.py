@@ -501,6 +501,11 @@ def test_list_delete_predict_version_and_help(
                                   "--x-cols", "a", "b", "c", "d", *url)
     assert status == 0 and from_file == out, err
 
+    status, out, err = _run(capsys, "watch", newer, "--count", "1", *url)
+    assert status == 0, err
+    (row,) = [line for line in out.splitlines() if "right" in line]
+    cells = [cell.strip() for cell in row.split("│")[1:-1]]
+    assert cells[:4] == ["right", "—", "—", "—"]  # no data yet: log Z "—", not 0.00 ± 0.00
     status, _, err = _run(capsys, "delete", newer, *url)
     assert (status, err) == (0, f"deleted comparison 'single-model' ({newer})\n")
     with Client(embedded_server.url) as api, pytest.raises(ModelCompareError) as gone:
