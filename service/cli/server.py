@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import signal
 import threading
+from pathlib import Path
 
 from service.cli.errors import CliError
 from service.core.config import Settings
@@ -23,6 +24,15 @@ def settings(args: argparse.Namespace) -> Settings:
     return loaded
 
 
+def free_data_folder(folder: Path) -> None:
+    """One line, before any server starts, when another server holds the embedded Redis's
+    folder (the app itself would refuse it too, with a traceback in uvicorn's log)."""
+    try:
+        check_data_folder(folder)
+    except DataFolderInUse as exc:
+        raise CliError(str(exc)) from None
+
+
 def serve(args: argparse.Namespace) -> None:
     import uvicorn
 
@@ -30,10 +40,7 @@ def serve(args: argparse.Namespace) -> None:
 
     loaded = settings(args)
     if loaded.redis_url is None:
-        try:  # refused before uvicorn starts, as one line (the app itself refuses too)
-            check_data_folder(loaded.data_dir)
-        except DataFolderInUse as exc:
-            raise CliError(str(exc)) from None
+        free_data_folder(loaded.data_dir)
     uvicorn.run(create_app(loaded), host=loaded.host, port=loaded.port,
                 log_level=args.log_level)
 
@@ -61,5 +68,7 @@ def demo(args: argparse.Namespace) -> None:
     from service.demo import run_demo
 
     settings(args)  # MODELCOMPARE_TORCH_THREADS
+    if args.data_dir is not None:
+        free_data_folder(Path(args.data_dir))
     run_demo(rows=args.rows, chunk=args.chunk, particles=args.particles, seed=args.seed,
              data_dir=args.data_dir)

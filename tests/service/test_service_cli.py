@@ -38,6 +38,7 @@ from service_server import (
 from service.cli import main
 from service.client import Client, ModelCompareError
 from service.core.config import Settings
+from service.embedded import DataFolderInUse, EmbeddedRedis
 from service.store.keys import GROUP, Keys
 
 BIN = Path(sys.executable).parent
@@ -548,3 +549,19 @@ def test_an_elbo_over_fewer_rows_says_so(embedded_server: Server,
     assert f"{model['elbo']:.2f} (of 40 rows)" in out
     caption = '"(of k rows)" marks one that covers fewer rows than log Z: compare it with log Z'
     assert caption in " ".join(out.split())
+
+
+def test_a_demo_in_a_folder_a_server_holds_refuses(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    held = EmbeddedRedis(tmp_path)  # what a running server holds
+    try:
+        with pytest.raises(DataFolderInUse):
+            EmbeddedRedis(tmp_path)  # the same folder, in this process too
+        status, _, err = _run(capsys, "demo", "--data-dir", str(tmp_path), "--rows", "10")
+    finally:
+        held.close()
+    assert status == 1
+    assert err.startswith(f"modelcompare: error: another modelcompare server (pid {os.getpid()})"
+                          f" is using the data folder {tmp_path.resolve()}, and its embedded "
+                          "Redis cannot be shared.")
+    EmbeddedRedis(tmp_path).close()  # free again once closed
