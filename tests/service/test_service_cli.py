@@ -1,6 +1,9 @@
-"""The console script: ``serve`` (embedded Redis + worker), ``worker`` (killed with SIGKILL and
-replaced: same final bits), ``demo`` (the right model wins), and the client commands ``create``,
-``ingest`` (CSV and Parquet, exact numbers, idempotent reruns), ``watch``, with one-line errors."""
+"""The console script: ``serve`` (embedded Redis + worker; one server per data folder),
+``worker`` (killed with SIGKILL and replaced: same final bits), ``demo`` (the right model wins),
+and the client commands ``create``, ``ingest`` (CSV and Parquet, exact numbers, the whole file
+checked first, text labels, re-runs that send nothing twice whatever the chunk size, partial
+sends), ``watch``, ``list``, ``delete``, ``predict``, with one-line errors that name the row
+and the value."""
 
 from __future__ import annotations
 
@@ -361,6 +364,8 @@ def test_a_partial_send_is_reported_and_a_rerun_with_another_chunk_size_complete
                     "count; rows 21–30 were not. Fix what the error says and run the same "
                     "command again: rows already on the server are skipped, not counted twice")
     assert error.startswith("modelcompare: error: the server refused: too_large: body exceeds")
+    x[29, 0] = rows[29][0] = 0.5  # "fix" a row past the accepted ones: their keys do not change
+    _csv(tmp_path / "data.csv", "a,b,c,d,y", rows)
     status, _, err = _run(capsys, *command, "--chunk-size", "4")
     assert status == 0, err
     assert "sent 40 rows of data.csv in 10 chunks; 20 rows (2 chunks) were already ingested: " \
