@@ -15,7 +15,11 @@ from typing import Any
 import torch
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS = Path(__file__).resolve().parent / "results"
+COMMITTED = Path(__file__).resolve().parent / "results"  # the results the READMEs quote
+# A --quick run is a smoke test: whatever script it is, everything it writes goes to
+# results/quick/ (git-ignored), never over the committed results.
+QUICK = "--quick" in sys.argv[1:]
+RESULTS = COMMITTED / "quick" if QUICK else COMMITTED
 if str(ROOT) not in sys.path:  # run from a checkout without ``pip install -e .``
     sys.path.insert(0, str(ROOT))
 
@@ -91,9 +95,18 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def write_json(name: str, payload: dict[str, Any], path: str | None = None) -> Path:
-    target = Path(path) if path else RESULTS / f"{name}.json"
+def result_path(path: str | Path) -> Path:
+    """Where a result file goes: a bare name into ``RESULTS``; under ``--quick`` a path into the
+    committed results folder (e.g. an explicit ``--output``) is moved to ``results/quick/``."""
+    target = Path(path) if Path(path).parent != Path() else RESULTS / path
+    if QUICK and target.resolve().parent == COMMITTED:
+        target = RESULTS / target.name
     target.parent.mkdir(parents=True, exist_ok=True)
+    return target
+
+
+def write_json(name: str, payload: dict[str, Any], path: str | Path | None = None) -> Path:
+    target = result_path(path or f"{name}.json")
     temporary = target.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(payload, indent=2, default=float) + "\n")
     temporary.replace(target)

@@ -19,14 +19,13 @@ import argparse
 import math
 import statistics
 import time
-from pathlib import Path
 from typing import Any
 
 from _common import (
-    RESULTS,
     environment,
     linear_stream,
     log_checkpoints,
+    result_path,
     set_threads,
     table,
     verdict,
@@ -292,7 +291,7 @@ def main() -> None:
         )
     )
 
-    json_path = Path(args.output) if args.output else RESULTS / "accuracy.json"
+    json_path = result_path(args.output or "accuracy.json")
     figure = plot(runs, str(json_path.with_suffix(".png")))
     payload = {
         "benchmark": "accuracy",

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import bisect
 import itertools
-import json
 import os
 import random
 import re
@@ -41,6 +40,7 @@ from typing import Any
 import numpy as np
 import psutil
 import redis
+from _common import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "faults"))
@@ -212,8 +212,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0, help="writing per trial")
     parser.add_argument("--threads", type=int, default=4, help="concurrent writers")
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--output", type=Path,
-                        default=ROOT / "benchmarks/results/durability.json")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="JSON path (default results/durability.json)")
     args = parser.parse_args()
     if args.quick:
         args.trials, args.seconds = 2, 2.0
@@ -224,8 +224,7 @@ def main() -> None:
         crash = process_crash(policy, args.trials, args.seconds, args.threads)
         exposure = machine_crash_exposure(policy, 3 * args.seconds, args.threads)
         results[policy] = {"process_crash": crash, "machine_crash": exposure}
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    args.output = write_json("durability", results, args.output)
     print(f"{'policy':9s} {'acks/s':>8s} {'lost on SIGKILL':>16s} {'exposure p50/p99/max (s)':>26s}"
           f" {'exposed acks mean/max':>22s}")
     for policy in POLICIES:

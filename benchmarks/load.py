@@ -30,6 +30,7 @@ import numpy as np
 import psutil
 import redis
 import websockets
+from _common import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 # The root first: benchmarks/service.py would shadow the service package; the process
@@ -189,7 +190,8 @@ def main() -> None:
     parser.add_argument("--think", type=float, default=0.2, help="pause per client loop (s)")
     parser.add_argument("--method", default="exact", help="estimator of every comparison")
     parser.add_argument("--quick", action="store_true", help="10 clients for 10 s")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/load.json")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="JSON path (default results/load.json)")
     args = parser.parse_args()
     if args.quick:
         args.clients, args.duration = 10, 10.0
@@ -238,8 +240,7 @@ def main() -> None:
         "websocket_version_regressions": tally.ws_regressions,
         **integrity,
     }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2) + "\n")
+    args.output = write_json("load", results, args.output)
     print(f"{args.clients} clients, {args.comparisons} comparisons ({args.method}), "
           f"{args.workers} workers, {elapsed:.1f} s")
     for kind, figures in results["latency_ms"].items():

@@ -54,6 +54,7 @@ from _common import (
     linear_stream,
     logistic_data,
     mixture_data,
+    result_path,
     set_threads,
     table,
     verdict,
@@ -624,7 +625,7 @@ def main() -> None:
         results = model_results(name, grid, args, cells)
         checks = verdicts(name, results, grid)
         print_model(name, results, grid, checks)
-        figure = plot(name, results, args.results / f"paper_{name}.png")
+        figure = plot(name, results, result_path(args.results / f"paper_{name}.png"))
         payload = {
             "benchmark": "paper",
             "model": name,

@@ -31,6 +31,7 @@ from typing import Any
 import httpx
 import numpy as np
 import websockets
+from _common import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = [
@@ -178,7 +179,8 @@ def main() -> None:
     parser.add_argument("--history-rows", type=int, default=1_000_000)
     parser.add_argument("--parts", default="latency,ingest,rps,history",
                         help="comma-separated subset of latency,ingest,rps,history")
-    parser.add_argument("--output", type=Path, default=ROOT / "benchmarks/results/service.json")
+    parser.add_argument("--output", type=Path, default=None,
+                        help="JSON path (default results/service.json)")
     args = parser.parse_args()
     if args.quick:
         args.chunks, args.history_rows, args.particles = 8, 20_000, 16
@@ -208,8 +210,7 @@ def main() -> None:
         finally:
             process.terminate()
             process.wait(timeout=60)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(results, indent=2))
+    args.output = write_json("service", results, args.output)
     report(results)
     print(f"wrote {args.output}")
 

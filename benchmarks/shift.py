@@ -22,7 +22,7 @@ import statistics
 from typing import Any
 
 import torch
-from _common import RESULTS, environment, set_threads, table, write_json
+from _common import environment, result_path, set_threads, table, write_json
 
 from estimators import OnlineEvidence
 from estimators.rng import derive_seed
@@ -191,7 +191,7 @@ def main() -> None:
             ],
         )
     )
-    figure = plot(runs, str(RESULTS / "shift.png"))
+    figure = plot(runs, str(result_path("shift.png")))
     payload = {
         "benchmark": "shift",
         "settings": {**vars(args), "changes": CHANGES, "model": "linear_regression dim 5"},

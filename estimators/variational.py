@@ -8,6 +8,7 @@ from estimators.history import Rows
 from estimators.mccavi import MCCAVIConfig, MCCAVIResult, mccavi_regression
 from estimators.mccavi_mixture import mccavi_mixture
 from models import GaussianMixture, LinearRegressionUnknownNoise, Model
+from models.linear_regression import regression_inputs
 
 
 def has_elbo(model: Model) -> bool:
@@ -21,6 +22,7 @@ def mccavi_elbo(model: Model, rows: Rows, generator: torch.Generator,
         assert rows.x is not None
         return mccavi_mixture(rows.x, model.components, generator, config)
     if isinstance(model, LinearRegressionUnknownNoise):
-        assert rows.x is not None and rows.y is not None
-        return mccavi_regression(model, rows.x, rows.y, generator, config)
+        assert rows.y is not None
+        x = regression_inputs(model.input_dim, rows.x, rows.y)  # (R, 0) for the normal model
+        return mccavi_regression(model, x, rows.y, generator, config)
     raise TypeError(f"no MC-CAVI lower bound for {model.family}")

@@ -1,7 +1,8 @@
 """Bayesian linear regression with known noise: y = wᵀx + b + ε, ε ~ N(0, σ²), (w, b) ~ N(0, τ²I).
 
 Conjugate: the posterior over β = (w, b) is Gaussian with precision Λ = I/τ² + ΦᵀΦ/σ² and
-Λμ = h = Φᵀy/σ², where Φ = [x, 1] (Bishop, PRML eq. 3.50-3.51).
+Λμ = h = Φᵀy/σ², where Φ = [x, 1] (Bishop, PRML eq. 3.50-3.51). ``dim=0`` is the intercept-only
+model y = b + ε (Φ = 1), the natural null model of a comparison.
 """
 
 from __future__ import annotations
@@ -27,6 +28,18 @@ def design(x: Tensor) -> Tensor:
     return torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)], dim=1)
 
 
+def regression_inputs(dim: int, x: Tensor | None, y: Tensor | None) -> Tensor:
+    """``x``, or for an intercept-only model (``dim`` 0) empty (R, 0) inputs with the rows of
+    ``x`` or ``y`` (one row when both are None)."""
+    if dim:
+        assert x is not None
+        return x
+    reference = x if x is not None else y
+    rows = 1 if reference is None else reference.shape[0]
+    device = None if reference is None else reference.device
+    return torch.zeros(rows, 0, dtype=torch.float64, device=device)
+
+
 def gaussian_predictive_terms(stats: dict[str, Tensor], phi: Tensor) -> tuple[Tensor, Tensor]:
     """φᵀμ and φᵀΛ⁻¹φ per query row, for a Gaussian posterior in information form (Λ, h = Λμ)."""
     chol = torch.linalg.cholesky(stats["precision"])
@@ -39,7 +52,7 @@ class LinearRegression(Model, ConjugateModel):
     family: ClassVar[str] = "linear_regression"
 
     def __init__(self, dim: int, noise_std: float = 1.0, prior_std: float = 1.0) -> None:
-        self.input_dim = require_positive_int("dim", dim)
+        self.input_dim = require_positive_int("dim", dim, minimum=0)
         self.noise_std = require_positive_float("noise_std", noise_std)
         self.prior_std = require_positive_float("prior_std", prior_std)
         self.param_dim = dim + 1
@@ -61,7 +74,8 @@ class LinearRegression(Model, ConjugateModel):
         return -theta / self.prior_std**2
 
     def log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         resid = y - self._mean(theta, x)
         return -0.5 * resid**2 / self.noise_std**2 - (
             math.log(self.noise_std) + 0.5 * math.log(2 * math.pi)
@@ -70,19 +84,22 @@ class LinearRegression(Model, ConjugateModel):
     def grad_log_likelihood(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> Tensor:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         resid = (y - self._mean(theta, x)) * (row_weight / self.noise_std**2)  # (M, R)
         return torch.cat([resid @ x, resid.sum(-1, keepdim=True)], dim=1)
 
     def row_grad_log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         resid = (y - self._mean(theta, x)) / self.noise_std**2  # (M, R)
         return resid[..., None] * design(x)
 
     def log_likelihood_and_grad(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> tuple[Tensor, Tensor]:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         resid = y - self._mean(theta, x)  # (M, R)
         s2 = self.noise_std**2
         total = -0.5 * (resid**2).sum(-1) / s2 - y.shape[0] * (
@@ -98,7 +115,7 @@ class LinearRegression(Model, ConjugateModel):
         )
 
     def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
-        assert x is not None
+        x = regression_inputs(self.input_dim, x, None)
         mean, variance = weighted_mean_and_variance(
             self._mean(theta, x), normalized_weights(log_weights)
         )
@@ -118,7 +135,8 @@ class LinearRegression(Model, ConjugateModel):
     def update_stats(
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
     ) -> dict[str, Tensor]:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         phi = design(x)
         s2 = self.noise_std**2
         return {
@@ -130,7 +148,7 @@ class LinearRegression(Model, ConjugateModel):
 
     def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
         """y* ~ N(φᵀμ, σ² + φᵀΛ⁻¹φ) (PRML eq. 3.58-3.59)."""
-        assert x is not None
+        x = regression_inputs(self.input_dim, x, None)
         mean, spread = gaussian_predictive_terms(stats, design(x))
         return Prediction(mean=mean, variance=self.noise_std**2 + spread)
 
@@ -157,7 +175,8 @@ class LinearRegression(Model, ConjugateModel):
 
     def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:
         """y ~ N(0, σ²I + τ²ΦΦᵀ): the marginal in data space, a path independent of the stats."""
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         phi = design(x)
         cov = self.noise_std**2 * torch.eye(y.shape[0], dtype=torch.float64)
         cov = cov + self.prior_std**2 * phi @ phi.T

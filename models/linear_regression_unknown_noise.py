@@ -24,7 +24,7 @@ from models.base import (
     require_positive_int,
 )
 from models.gamma_poisson import sample_log_gamma
-from models.linear_regression import design, gaussian_predictive_terms
+from models.linear_regression import design, gaussian_predictive_terms, regression_inputs
 from models.weighting import normalized_weights, weighted_mean_and_variance
 
 
@@ -38,7 +38,7 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         noise_shape: float = 1.0,
         noise_scale: float = 1.0,
     ) -> None:
-        self.input_dim = require_positive_int("dim", dim)
+        self.input_dim = require_positive_int("dim", dim, minimum=0)  # 0: the normal model
         self.prior_std = require_positive_float("prior_std", prior_std)
         self.noise_shape = require_positive_float("noise_shape", noise_shape)
         self.noise_scale = require_positive_float("noise_scale", noise_scale)
@@ -80,7 +80,8 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         return torch.cat([-beta * prec, grad_s], dim=1)
 
     def log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         s = theta[:, -1:]
         resid = y - self._mean(theta, x)
         return -0.5 * (resid**2 * torch.exp(-s) + s + math.log(2 * math.pi))
@@ -88,7 +89,8 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
     def grad_log_likelihood(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> Tensor:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         resid = y - self._mean(theta, x)
         scaled = resid * (row_weight * torch.exp(-theta[:, -1:]))  # (M, R)
         grad_s = 0.5 * (scaled * resid).sum(-1, keepdim=True) - 0.5 * row_weight * y.shape[0]
@@ -102,7 +104,7 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         return torch.cat([beta, log_var[:, None]], dim=1)
 
     def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
-        assert x is not None
+        x = regression_inputs(self.input_dim, x, None)
         weights = normalized_weights(log_weights)
         mean, spread = weighted_mean_and_variance(self._mean(theta, x), weights)
         noise = (weights * torch.exp(theta[:, -1])).sum()
@@ -124,7 +126,8 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
     def update_stats(
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
     ) -> dict[str, Tensor]:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         phi = design(x)
         precision = stats["precision"] + phi.T @ phi
         shift = stats["shift"] + phi.T @ y
@@ -144,7 +147,7 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
     def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
         """y* ~ Student-t_{2a}(φᵀμ, (b/a)(1 + φᵀΛ⁻¹φ)): variance b/(a−1)·(1 + φᵀΛ⁻¹φ) for a > 1,
         infinite otherwise (Murphy 2007, "Conjugate Bayesian analysis of the Gaussian", eq. 111)."""
-        assert x is not None
+        x = regression_inputs(self.input_dim, x, None)
         mean, spread = gaussian_predictive_terms(stats, design(x))
         a, b = stats["a"], stats["b"]
         scale = b / (a - 1.0) if float(a) > 1.0 else torch.tensor(torch.inf, dtype=torch.float64)
@@ -171,7 +174,8 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
 
     def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:
         """y ~ St_ν(0, Σ), ν = 2a₀, Σ = (b₀/a₀)(I + τ²ΦΦᵀ): the marginal in data space."""
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         n = y.shape[0]
         nu = 2.0 * self.noise_shape
         phi = design(x)

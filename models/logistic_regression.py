@@ -2,6 +2,7 @@
 
 All weights W (K, dim) and biases c (K,) have independent N(0, 1) priors. θ holds one block of
 ``dim + 1`` numbers per class, (w_k, c_k), so θ.reshape(M, K, dim + 1) multiplies Φ = [x, 1].
+``dim=0`` is the intercept-only model: class frequencies, no inputs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from models.base import Model, Prediction, require_positive_int
-from models.linear_regression import design
+from models.linear_regression import design, regression_inputs
 from models.weighting import normalized_weights
 
 
@@ -22,7 +23,7 @@ class LogisticRegression(Model):
     family: ClassVar[str] = "logistic_regression"
 
     def __init__(self, dim: int, classes: int = 2) -> None:
-        self.input_dim = require_positive_int("dim", dim)
+        self.input_dim = require_positive_int("dim", dim, minimum=0)
         self.classes = require_positive_int("classes", classes, minimum=2)
         self.param_dim = classes * (dim + 1)
         self.has_target = True
@@ -32,10 +33,11 @@ class LogisticRegression(Model):
 
     def validate_data(self, x: Tensor | None, y: Tensor | None) -> None:
         super().validate_data(x, y)
-        assert x is not None and y is not None
-        if y.shape != (x.shape[0],):
+        assert y is not None
+        rows = regression_inputs(self.input_dim, x, y).shape[0]
+        if y.shape != (rows,):
             raise ValueError(
-                f"{self.family} needs y of shape ({x.shape[0]},), got shape {tuple(y.shape)}"
+                f"{self.family} needs y of shape ({rows},), got shape {tuple(y.shape)}"
             )
         ok = torch.isfinite(y) & (y == y.round()) & (y >= 0) & (y < self.classes)
         if not bool(ok.all()):
@@ -53,7 +55,8 @@ class LogisticRegression(Model):
         return -theta
 
     def log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         logits = self._logits(theta, design(x))
         labels = y.long().expand(theta.shape[0], 1, -1)
         return logits.gather(1, labels)[:, 0] - torch.logsumexp(logits, dim=1)
@@ -66,14 +69,16 @@ class LogisticRegression(Model):
     def log_likelihood_and_grad(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> tuple[Tensor, Tensor]:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         m, phi = theta.shape[0], design(x)
         log_lik, resid = self._log_likelihood_and_residuals(theta, phi, y)
         grad = (resid.reshape(m * self.classes, -1) @ (phi * row_weight)).reshape(m, -1)
         return log_lik.sum(-1) * row_weight, grad
 
     def row_grad_log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
-        assert x is not None and y is not None
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
         phi = design(x)
         resid = self._log_likelihood_and_residuals(theta, phi, y)[1]  # (M, K, R)
         return (resid.transpose(1, 2)[..., None] * phi[:, None, :]).flatten(2)
@@ -100,7 +105,7 @@ class LogisticRegression(Model):
 
     def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
         """Class probabilities (R, K) averaged over the weighted particles."""
-        assert x is not None
+        x = regression_inputs(self.input_dim, x, None)
         probs = torch.softmax(self._logits(theta, design(x)), dim=1)  # (M, K, R)
         weights = normalized_weights(log_weights)
         mixed = weights @ probs.reshape(theta.shape[0], -1)

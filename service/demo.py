@@ -81,6 +81,8 @@ def run_demo(rows: int, chunk: int, particles: int, seed: int, data_dir: str | N
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         while not server.started:
+            if not thread.is_alive():  # the app did not start; uvicorn logged why
+                raise RuntimeError("the demo's server did not start")
             time.sleep(0.02)
         port = server.servers[0].sockets[0].getsockname()[1]
         try:

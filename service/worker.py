@@ -186,6 +186,7 @@ class Worker:
                 models[name]["sequence"] = sequence
             trace = {"sequence": sequence, "version": snap.version + 1,
                      "n_observations": n_observations,
+                     "compute_seconds": None if seconds is None else round(seconds, 4),
                      "models": {n: _trace_point(models[n]) for n in joined}}
         body = evidence_body(snap.spec, models, version=snap.version + 1, sequence=sequence,
                              n_observations=n_observations, last_error=error,
@@ -322,4 +323,9 @@ def _state(runner: Runner, snap: Snapshot, states: dict[str, Any], name: str) ->
 
 
 def _trace_point(summary: dict[str, Any]) -> dict[str, Any]:
-    return {k: summary[k] for k in ("log_evidence", "log_evidence_stderr", "n_observations")}
+    """One model's point of the trace (GET /history): log Z ± stderr and n, and the diagnostics
+    the dashboard plots, ESS (one decimal, as shown) and the update's annealing steps."""
+    ess, info = summary["ess"], summary.get("info") or {}
+    return {**{k: summary[k] for k in ("log_evidence", "log_evidence_stderr", "n_observations")},
+            "ess": None if ess is None else round(ess, 1),
+            "annealing_steps": info.get("annealing_steps")}

@@ -5,6 +5,7 @@ test command."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 import re
 import signal
@@ -17,6 +18,7 @@ import pytest
 import torch
 
 from estimators import SGAISConfig
+from models import FAMILIES, ModelConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -91,9 +93,41 @@ def test_the_five_minute_tour_runs_verbatim(tmp_path: Path) -> None:
     assert '"n_observations":3' in out  # the curl chunk, applied
     assert '"mixture":{"mean":[' in out  # the BMA prediction
     assert "sent 500 rows of data.csv in 5 chunks" in err  # modelcompare ingest
+    assert "sent no rows of data.csv: all 500 were already ingested (5 chunks): skipped" in err
     assert "500 rows, 5 chunks, version 5, status ok" in out  # modelcompare watch
+    assert "  cli-tour · 4 models · sgais · 5 chunks applied · created " in out  # list
+    assert "row,mean,variance,baseline:mean,baseline:variance,first:mean" in out  # predict
     assert "snapshot 200\n" in out and "update 210\n" in out  # the websocket, AsyncClient
     assert "422 invalid_chunk rows of x need 2 numbers, got 1" in out
+
+
+def _family_tables() -> dict[str, list[tuple[str, str, str]]]:
+    """(key, type, default) rows of each family's table under "## Model families"."""
+    text = section("## Model families")
+    return {family: re.findall(r"^\| `(\w+)` \| ([^|]+?) \| (`[^`]*`|required) \|", body,
+                               flags=re.MULTILINE)
+            for family, body in re.findall(r"^### `(\w+)`\n(.*?)(?=^### |\Z)", text,
+                                           flags=re.MULTILINE | re.DOTALL)}
+
+
+def test_model_family_tables_match_the_code() -> None:
+    """Every family is documented with exactly its constructor's keys and defaults, and the
+    smallest integer each table allows is the smallest the code accepts."""
+    tables = _family_tables()
+    assert set(tables) == set(FAMILIES)
+    for family, rows in tables.items():
+        parameters = inspect.signature(FAMILIES[family].__init__).parameters
+        code = {name: "required" if p.default is p.empty else f"`{p.default!r}`"
+                for name, p in parameters.items() if name != "self"}
+        assert {key: default for key, _, default in rows} == code, family
+        minimum = {key: int(m.group(1)) for key, kind, _ in rows
+                   if (m := re.fullmatch(r"integer ≥ (\d+)", kind))}
+        assert set(minimum) | {k for k, kind, _ in rows if kind == "number > 0"} == set(code)
+        valid = {key: minimum.get(key, 1.0) for key in code}
+        FAMILIES[family](**valid)
+        for key, smallest in minimum.items():
+            with pytest.raises(ModelConfigError):
+                FAMILIES[family](**{**valid, key: smallest - 1})
 
 
 def test_settings_table_matches_the_defaults() -> None:

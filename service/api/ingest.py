@@ -14,9 +14,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from estimators import Rows
 from service.api.errors import ApiError, error_response
-from service.engine import Runner
 from service.schemas import ComparisonSpec
 from service.store.codec import encode_block
+from service.validation import first_refusal
 
 # Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
 # would turn a model's evidence into -inf: refused here instead of dead-lettered by the worker.
@@ -123,11 +123,10 @@ def parse_chunk(body: bytes, spec: ComparisonSpec, max_rows: int) -> tuple[bytes
     tensors = Rows(
         None if x is None else torch.from_numpy(x), None if y is None else torch.from_numpy(y)
     )
-    for model in spec.models:
-        try:
-            Runner(spec, model).validate(tensors)
-        except ValueError as exc:
-            raise _invalid(f"model {model.name!r}: {exc}", {"model": model.name}) from None
+    refusal = first_refusal(spec, tensors)
+    if refusal is not None:
+        raise _invalid(refusal.describe(f"row {refusal.row} of the chunk (from 0)"),
+                       {"model": refusal.model, "row": refusal.row, "value": refusal.value})
     return encode_block(x, y), rows
 
 

@@ -8,6 +8,12 @@
   const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
     "#7f7f7f", "#bcbd22", "#17becf"];
   const PLOT_CONFIG = { responsive: true, displaylogo: false };
+  // Kass & Raftery (1995) on the natural-log scale: |log BF| of 1, 3 and 5 nats separate "barely
+  // worth mentioning", "positive", "strong" and "very strong" evidence.
+  const EVIDENCE_GRADES = [[-1, "positive"], [-3, "strong"], [-5, "very strong"]];
+  // nats: the headline's lowest default edge, so the contest near 0 stays readable; models below
+  // it are listed on the chart with their log BF (double-click the chart to see everything).
+  const BF_FLOOR = -10;
 
   const view = {
     comparisons: [],
@@ -77,7 +83,8 @@
       const link = element("a", c.name);
       link.href = `#${encodeURIComponent(c.id)}`;
       if (c.id === view.cid) link.setAttribute("aria-current", "page");
-      link.append(element("small", `${c.models.length} models · ${c.estimator.method} · ${c.id.slice(0, 8)}`));
+      const models = `${c.models.length} model${c.models.length === 1 ? "" : "s"}`;
+      link.append(element("small", `${models} · ${c.estimator.method} · ${c.id.slice(0, 8)}`));
       const item = element("li");
       item.append(link);
       return item;
@@ -160,11 +167,12 @@
     return new Map(view.comparison.models.map((m) => [m.name, m.prior_probability]));
   }
 
-  // The trace holds log Z per model but not the probabilities: they are the server's
-  // softmax(log Z + log prior) over the models in each point (service/evidence.py).
+  // The trace holds log Z, ESS and annealing steps per model but not the probabilities: they are
+  // the server's softmax(log Z + log prior) over the models in each point (service/evidence.py).
   function absorbHistory(points) {
     const prior = priors();
     for (const point of points) {
+      addUpdateTime(point.n_observations, point.compute_seconds);
       const scores = Object.entries(point.models)
         .filter(([name, m]) => m.log_evidence !== null && prior.has(name))
         .map(([name, m]) => [name, m.log_evidence + Math.log(prior.get(name))]);
@@ -174,7 +182,8 @@
         const m = point.models[name];
         addPoint(name, m.n_observations, {
           logZ: m.log_evidence, stderr: m.log_evidence_stderr,
-          probability: Math.exp(score - top) / total, ess: null, steps: null,
+          probability: Math.exp(score - top) / total, ess: m.ess ?? null,
+          steps: m.annealing_steps ?? null,
         });
       }
     }
@@ -191,11 +200,14 @@
         steps: m.info ? m.info.annealing_steps : null,
       });
     }
+    addUpdateTime(evidence.n_observations, evidence.compute_seconds);
+  }
+
+  function addUpdateTime(n, seconds) {
     const times = view.updateTimes;
-    if (evidence.compute_seconds != null && times.n.at(-1) !== evidence.n_observations) {
-      times.n.push(evidence.n_observations);
-      times.seconds.push(evidence.compute_seconds);
-    }
+    if (seconds == null || times.n.at(-1) >= n) return;
+    times.n.push(n);
+    times.seconds.push(seconds);
   }
 
   function addPoint(name, n, values) {
@@ -286,24 +298,58 @@
     return value === null || value === undefined ? "—" : value.toFixed(digits);
   }
 
+  function hasData(m) {
+    return m.n_observations > 0 && m.log_evidence !== null;
+  }
+
+  // The current best: the highest log Z among the models that have seen every row.
+  function currentBest() {
+    const evidence = view.evidence;
+    const current = evidence.models.filter((m) => hasData(m) && !m.failed && !isCatchingUp(m, evidence));
+    return current.reduce((best, m) => (best === null || m.log_evidence > best.log_evidence ? m : best), null);
+  }
+
+  // log BF = log Z_m − log Z_best at the same rows; the two estimates come from independent
+  // particle systems, so their variances add.
+  function bayesFactor(m, reference) {
+    return {
+      value: m.log_evidence - reference.log_evidence,
+      stderr: Math.hypot(m.log_evidence_stderr ?? 0, reference.log_evidence_stderr ?? 0),
+    };
+  }
+
+  // The ELBO covers the rows seen when it was last computed (it is refreshed when n doubles).
+  function elboText(m) {
+    if (m.elbo == null) return "—";
+    const rows = m.elbo_n_observations;
+    return rows != null && rows < m.n_observations ? `${fixed(m.elbo, 2)} (of ${rows} rows)` : fixed(m.elbo, 2);
+  }
+
   function renderTable() {
     const evidence = view.evidence;
-    const best = Math.max(...evidence.models.map((m) => m.posterior_probability ?? -1));
+    const reference = currentBest();
+    const top = Math.max(...evidence.models.map((m) => m.posterior_probability ?? -1));
     const table = $("evidence-table");
-    table.classList.toggle("with-elbo", evidence.models.some((m) => m.elbo != null));
+    const withElbo = evidence.models.some((m) => m.elbo != null);
+    table.classList.toggle("with-elbo", withElbo);
+    $("elbo-note").hidden = !withElbo;
     table.tBodies[0].replaceChildren(...evidence.models.map((m) => {
       const row = element("tr");
       row.dataset.model = m.name;
-      if (m.posterior_probability === best && best >= 0) row.className = "best";
+      if (m.posterior_probability === top && top >= 0) row.className = "best";
       const name = element("td");
       const swatch = element("span", null, "swatch");
       swatch.style.background = color(m.name);
       name.append(swatch, m.name, element("small", ` ${m.family}`, "muted"));
-      const logZ = m.log_evidence === null ? "—" : `${fixed(m.log_evidence, 2)} ± ${fixed(m.log_evidence_stderr, 2)}`;
-      const perRow = m.n_observations > 0 && m.log_evidence !== null ? fixed(m.log_evidence / m.n_observations, 4) : "—";
-      const cells = [logZ, perRow, fixed(m.posterior_probability, 4), String(m.n_observations),
-        fixed(m.ess, 1), m.info ? String(m.info.annealing_steps) : "—", fixed(m.elbo, 2)];
-      row.append(name, ...cells.map((text, i) => element("td", text, i === 6 ? "elbo" : "")));
+      const seen = hasData(m); // a model that has seen no row has no log Z yet: "—", not 0 ± 0
+      const logZ = seen ? `${fixed(m.log_evidence, 2)} ± ${fixed(m.log_evidence_stderr, 2)}` : "—";
+      const factor = seen && reference && m !== reference ? bayesFactor(m, reference) : null;
+      const versusBest = m === reference ? "best" : factor ? `${fixed(factor.value, 2)} ± ${fixed(factor.stderr, 2)}` : "—";
+      const cells = [logZ, versusBest,
+        seen ? fixed(m.log_evidence / m.n_observations, 4) : "—", fixed(m.posterior_probability, 4),
+        String(m.n_observations), fixed(m.ess, 1), m.info ? String(m.info.annealing_steps) : "—",
+        elboText(m)];
+      row.append(name, ...cells.map((text, i) => element("td", text, i === 7 ? "elbo" : "")));
       const state = element("td");
       if (m.failed) state.append(element("span", "failed", "badge bad"));
       else if (isCatchingUp(m, evidence)) state.append(element("span", `catching up ${m.n_observations}/${evidence.n_observations}`, "badge warn"));
@@ -333,22 +379,71 @@
   }
 
   function renderCharts() {
-    Plotly.react("chart-log-evidence", traces((s, i) => s.logZ[i], (s) => ({
-      error_y: { type: "data", array: s.stderr, visible: true, thickness: 1 },
-    })), { ...layout("log evidence log Z (± 1 stderr)", "log Z"), showlegend: true,
-      legend: { x: 1, xanchor: "right", y: 1, bgcolor: "rgba(255,255,255,0.7)" } }, PLOT_CONFIG);
+    renderBayesFactors();
     Plotly.react("chart-log-evidence-per-row", traces((s, i, n) => s.logZ[i] / n),
       layout("log Z / n", "nats per row"), PLOT_CONFIG);
     Plotly.react("chart-probability", traces((s, i) => s.probability[i]),
       layout("posterior model probability", "P(model | data)", { range: [0, 1.02] }), PLOT_CONFIG);
     Plotly.react("chart-ess", traces((s, i) => s.ess[i]),
-      layout("ESS after each update (live)", "effective sample size"), PLOT_CONFIG);
+      layout("ESS after each update", "effective sample size", { rangemode: "tozero" }), PLOT_CONFIG);
     Plotly.react("chart-annealing-steps", traces((s, i) => s.steps[i]),
-      layout("annealing steps per chunk (live)", "steps"), PLOT_CONFIG);
+      layout("annealing steps per chunk", "steps", { rangemode: "tozero" }), PLOT_CONFIG);
     Plotly.react("chart-update-time", [{
       name: "all models", x: view.updateTimes.n, y: view.updateTimes.seconds, type: "scatter",
       mode: "lines+markers", marker: { size: 4 }, line: { color: "#444" },
-    }], layout("estimator time per chunk, all models (live)", "seconds"), PLOT_CONFIG);
+    }], layout("estimator time per chunk, all models", "seconds", { rangemode: "tozero" }),
+    PLOT_CONFIG);
+  }
+
+  // The headline: each model's log Bayes factor against the current best, at every n where both
+  // have a point, with ± the combined standard error (see bayesFactor).
+  function renderBayesFactors() {
+    const best = currentBest();
+    const reference = best && view.series.get(best.name);
+    const data = [];
+    let low = -1;
+    if (reference) {
+      const at = new Map(reference.n.map((n, i) => [n, i]));
+      for (const [name, s] of view.series) {
+        const points = s.n.map((n, i) => [n, i, at.get(n)]).filter(([, , j]) => j !== undefined);
+        const y = points.map(([, i, j]) => s.logZ[i] - reference.logZ[j]);
+        const spread = points.map(([, i, j]) => (name === best.name ? 0 : Math.hypot(s.stderr[i] ?? 0, reference.stderr[j] ?? 0)));
+        low = Math.min(low, ...y.filter((v) => v >= BF_FLOOR).map((v, k) => v - spread[k]));
+        const now = y.at(-1);
+        data.push({
+          name: name === best.name ? `${name} (current best)` : `${name} ${fixed(now, 1)} ± ${fixed(spread.at(-1), 1)}`,
+          x: points.map(([n]) => n), y, type: "scatter", mode: "lines+markers",
+          marker: { size: 5 }, line: { color: color(name), width: name === best.name ? 3 : 2 },
+          error_y: { type: "data", array: spread, visible: name !== best.name, thickness: 1.5, width: 4 },
+          hovertemplate: `${name}: log BF %{y:.2f} ± %{error_y.array:.2f} at n = %{x}<extra></extra>`,
+        });
+      }
+    }
+    const bottom = Math.max(low - 0.5, BF_FLOOR);
+    const grades = EVIDENCE_GRADES.filter(([y]) => y >= bottom);
+    const below = data.filter((trace) => trace.y.length && trace.y.at(-1) < bottom)
+      .map((trace) => `${trace.name.split(" ")[0]} ${fixed(trace.y.at(-1), 1)}`);
+    const off = below.length ? [{
+      xref: "paper", yref: "paper", x: 0.01, y: 0.02, xanchor: "left", yanchor: "bottom",
+      text: `below the axis now: ${below.join(", ")}`, showarrow: false,
+      font: { size: 11, color: "#5d6677" }, bgcolor: "rgba(255,255,255,0.8)",
+    }] : [];
+    Plotly.react("chart-bayes-factor", data, {
+      ...layout(best ? `log Bayes factor against the current best, ${best.name} (± 1 combined stderr)`
+        : "log Bayes factor against the current best", "log BF (nats)",
+      { range: [bottom, 1], zeroline: true }),
+      showlegend: true,
+      legend: { orientation: "h", x: 0, xanchor: "left", y: -0.18, yanchor: "top" },
+      margin: { l: 60, r: 90, t: 32, b: 40 },
+      shapes: grades.map(([y]) => ({
+        type: "line", xref: "paper", x0: 0, x1: 1, y0: y, y1: y,
+        line: { color: "#9aa3b2", width: 1, dash: "dot" },
+      })),
+      annotations: [...grades.map(([y, text]) => ({
+        xref: "paper", x: 1, xanchor: "left", y, text, showarrow: false,
+        font: { size: 11, color: "#5d6677" },
+      })), ...off],
+    }, PLOT_CONFIG);
   }
 
   // ---- start ---------------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis.asyncio as aioredis
 
@@ -28,6 +28,17 @@ class Meta:
     @property
     def status(self) -> str:
         return "degraded" if self.status_reason else "ok"
+
+
+class Ingested(NamedTuple):
+    """What ``Comparisons.ingest`` did: ``status`` accepted, duplicate (the key's chunk has the
+    same body), conflict (the key was used with another body) or missing (no comparison). For
+    a duplicate or conflict, ``sequence`` and ``rows`` are those of the chunk first recorded
+    under the key (``rows`` None for a record older than that field)."""
+
+    status: str
+    sequence: int
+    rows: int | None
 
 
 class Comparisons:
@@ -116,10 +127,10 @@ class Comparisons:
 
     async def ingest(
         self, cid: str, block: bytes, rows: int, digest: str, idempotency_key: str | None
-    ) -> tuple[str, int]:
-        """Record and queue a chunk in one step: (accepted|duplicate|conflict|missing, sequence)."""
+    ) -> Ingested:
+        """Record and queue a chunk in one step."""
         keys = self.keys(cid)
-        status, sequence = await self._ingest(
+        status, sequence, recorded = await self._ingest(
             keys=[keys.meta, keys.stream, keys.idempotency(idempotency_key or "")],
             args=[
                 digest,
@@ -131,7 +142,7 @@ class Comparisons:
                 "1" if idempotency_key else "0",
             ],
         )
-        return status.decode(), int(sequence)
+        return Ingested(status.decode(), int(sequence), int(recorded) if recorded else None)
 
     async def add_model(
         self,

@@ -18,24 +18,27 @@ return 1
 
 # KEYS: meta, stream, idempotency key (may be unused).
 # ARGV: digest, block, rows, ttl ms, work channel, comparison id, use idempotency ('1'/'0').
-# Returns {status, sequence}: accepted | duplicate | conflict | missing.
+# Returns {status, sequence, rows}: accepted | duplicate | conflict | missing; for a duplicate or
+# a conflict the sequence and rows of the chunk first recorded under the key ('' rows for a
+# record written before rows were kept).
 INGEST = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0, ''} end
 if ARGV[7] == '1' then
-  local prior = redis.call('HMGET', KEYS[3], 'digest', 'sequence')
+  local prior = redis.call('HMGET', KEYS[3], 'digest', 'sequence', 'rows')
   if prior[1] then
-    if prior[1] == ARGV[1] then return {'duplicate', tonumber(prior[2])} end
-    return {'conflict', tonumber(prior[2])}
+    local status = 'conflict'
+    if prior[1] == ARGV[1] then status = 'duplicate' end
+    return {status, tonumber(prior[2]), prior[3] or ''}
   end
 end
 local seq = redis.call('HINCRBY', KEYS[1], 'next_seq', 1)
 redis.call('XADD', KEYS[2], '*', 'sequence', seq, 'rows', ARGV[3], 'block', ARGV[2])
 if ARGV[7] == '1' then
-  redis.call('HSET', KEYS[3], 'digest', ARGV[1], 'sequence', seq)
+  redis.call('HSET', KEYS[3], 'digest', ARGV[1], 'sequence', seq, 'rows', ARGV[3])
   redis.call('PEXPIRE', KEYS[3], ARGV[4])
 end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
-return {'accepted', seq}
+return {'accepted', seq, ARGV[3]}
 """
 
 # The compare-and-set commit of a worker.

@@ -73,6 +73,26 @@ def test_batch_evidence_matches_scipy_multivariate_normal(generator: torch.Gener
     assert float(model.batch_log_evidence(x, y)) == pytest.approx(expected, rel=1e-10)
 
 
+def test_intercept_only_model_has_the_exact_evidence(generator: torch.Generator) -> None:
+    """dim 0: y = b + ε, so y ~ N(0, σ²I + τ²11ᵀ); x is None (or has no columns)."""
+    model = LinearRegression(0, noise_std=0.7, prior_std=1.3)
+    assert (model.input_dim, model.param_dim) == (0, 1)
+    y = 0.4 + 0.7 * torch.randn(25, generator=generator, dtype=torch.float64)
+    cov = 0.49 * np.eye(25) + 1.69 * np.ones((25, 25))
+    expected = stats.multivariate_normal(mean=np.zeros(25), cov=cov).logpdf(y.numpy())
+    assert float(model.batch_log_evidence(None, y)) == pytest.approx(expected, rel=1e-10)
+    stats_, total = model.prior_stats(), torch.zeros((), dtype=torch.float64)
+    for yc in y.split(CHUNKS):
+        total = total + model.log_predictive(stats_, None, yc)
+        stats_ = model.update_stats(stats_, torch.zeros(len(yc), 0, dtype=torch.float64), yc)
+    assert float(total) == pytest.approx(expected, rel=1e-10)
+    theta = torch.randn(4, 1, generator=generator, dtype=torch.float64)
+    np.testing.assert_allclose(model.log_likelihood(theta, None, y).numpy(),
+                               stats.norm.logpdf(y.numpy(), loc=theta.numpy(), scale=0.7))
+    prediction = model.predict_from_stats(stats_, torch.zeros(2, 5, dtype=torch.float64))
+    assert prediction.mean is not None and prediction.mean.shape == (2,)  # x only counts rows
+
+
 def test_sample_prior_moments(generator: torch.Generator) -> None:
     model = LinearRegression(2, prior_std=1.5)
     n = 40_000
@@ -98,7 +118,6 @@ def test_predict_adds_noise_to_particle_spread(generator: torch.Generator) -> No
 @pytest.mark.parametrize(
     "config",
     [
-        {"dim": 0},
         {"dim": -2},
         {"dim": True},
         {"dim": 2.0},

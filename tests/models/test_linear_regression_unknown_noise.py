@@ -80,6 +80,21 @@ def test_batch_evidence_matches_scipy_multivariate_t(generator: torch.Generator)
     assert float(model.batch_log_evidence(x, y)) == pytest.approx(expected, rel=1e-10)
 
 
+def test_normal_model_is_dim_zero(generator: torch.Generator) -> None:
+    """dim 0: y ~ N(μ, σ²) with a NIG prior, so y ~ St_2a₀(0, (b₀/a₀)(I + τ²11ᵀ))."""
+    model = LinearRegressionUnknownNoise(**{**CONFIG, "dim": 0})
+    assert (model.input_dim, model.param_dim) == (0, 2)
+    y = 0.3 + torch.randn(25, generator=generator, dtype=torch.float64)
+    shape = (1.5 / 2.5) * (np.eye(25) + 1.4**2 * np.ones((25, 25)))
+    expected = stats.multivariate_t(loc=np.zeros(25), shape=shape, df=5.0).logpdf(y.numpy())
+    assert float(model.batch_log_evidence(None, y)) == pytest.approx(expected, rel=1e-10)
+    stats_, total = model.prior_stats(), torch.zeros((), dtype=torch.float64)
+    for yc in y.split([5, 11, 9]):
+        total = total + model.log_predictive(stats_, None, yc)
+        stats_ = model.update_stats(stats_, None, yc)
+    assert float(total) == pytest.approx(expected, rel=1e-10)
+
+
 def test_batch_evidence_matches_quadrature_over_noise_variance(generator: torch.Generator) -> None:
     # p(y) = ∫ N(y; 0, σ²C) InvGamma(σ²; a₀, b₀) dσ², C = I + τ²ΦΦᵀ; integrated over s = log σ².
     model = LinearRegressionUnknownNoise(dim=1, prior_std=0.8, noise_shape=1.3, noise_scale=0.6)
@@ -143,7 +158,7 @@ def test_predict_mixes_particle_spread_and_noise() -> None:
 @pytest.mark.parametrize(
     "config",
     [
-        {"dim": 0},
+        {"dim": -1},
         {"dim": True},
         {"dim": 2, "prior_std": 0.0},
         {"dim": 2, "noise_shape": -1.0},

@@ -52,6 +52,19 @@ def test_two_classes_is_bernoulli_on_logit_difference(generator: torch.Generator
     np.testing.assert_allclose(model.log_likelihood(theta, x, y).numpy(), expected, rtol=1e-10)
 
 
+def test_intercept_only_model_is_categorical(generator: torch.Generator) -> None:
+    """dim 0: p(y = k) = softmax(c)_k, no inputs."""
+    model = LogisticRegression(0, classes=3)
+    assert (model.input_dim, model.param_dim) == (0, 3)
+    y = torch.tensor([0.0, 2.0, 2.0, 1.0], dtype=torch.float64)
+    model.validate_data(None, y)
+    theta = torch.randn(5, 3, generator=generator, dtype=torch.float64)
+    expected = special.log_softmax(theta.numpy(), axis=-1)[:, y.long().numpy()]
+    np.testing.assert_allclose(model.log_likelihood(theta, None, y).numpy(), expected, rtol=1e-12)
+    with pytest.raises(ValueError, match="integer labels"):
+        model.validate_data(None, torch.tensor([3.0], dtype=torch.float64))
+
+
 @pytest.mark.parametrize(("dim", "classes"), [(1, 2), (3, 4)])
 def test_grad_log_likelihood_matches_autograd(
     generator: torch.Generator, dim: int, classes: int
@@ -121,7 +134,6 @@ def test_validate_accepts_good_labels_and_checks_shapes() -> None:
 @pytest.mark.parametrize(
     "config",
     [
-        {"dim": 0},
         {"dim": -1},
         {"dim": True},
         {"dim": 2, "classes": 1},

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 from service_helpers import (
     TRUE_WEIGHTS,
     assert_error,
@@ -54,10 +55,15 @@ def test_exact_loop_matches_the_conjugate_oracle(server: Server) -> None:
         assert models["right"]["posterior_probability"] > 0.99
         weights = client.get(f"/v1/comparisons/{cid}/weights").json()["weights"]
         assert weights == {n: m["posterior_probability"] for n, m in models.items()}
-        assert client.get(f"/v1/comparisons/{cid}/evidence").json() == evidence
-        trace = client.get(f"/v1/comparisons/{cid}/history").json()["models"]["right"]
+        assert evidence.pop("duplicate") is False  # the ?wait=true reply: the evidence, and
+        assert client.get(f"/v1/comparisons/{cid}/evidence").json() == evidence  # whether a retry
+        history = client.get(f"/v1/comparisons/{cid}/history").json()
+        trace = history["models"]["right"]
         assert trace["n_observations"] == [100, 200, 300]
         assert trace["sequence"] == [1, 2, 3]
+        # the diagnostics the dashboard plots are stored too (exact: no particles, no steps)
+        assert trace["ess"] == [None] * 3 and trace["annealing_steps"] == [0] * 3
+        assert all(p["compute_seconds"] > 0 for p in history["points"])
         first = exact_log_evidence(CONFIGS["right"], x[:100], y[:100], COLUMNS["right"])
         assert trace["log_evidence"][0] == pytest.approx(first, rel=1e-10)
         assert trace["log_evidence"][-1] == models["right"]["log_evidence"]
@@ -105,14 +111,41 @@ def test_sgais_loop_gives_evidence_near_exact_and_a_bma_prediction(server: Serve
         assert all(v > 1.0 for v in mixture["variance"])  # at least the noise variance
 
 
+def test_an_intercept_only_baseline_has_the_exact_evidence(server: Server) -> None:
+    """``dim: 0``: y = b + ε, whose evidence is N(y; 0, σ²I + τ²11ᵀ), beside a model with
+    inputs on one stream; and on a stream of y alone (no x at all)."""
+    x, y = regression_data(80, seed=21)
+    cov = np.eye(80) + np.ones((80, 80))  # σ = τ = 1
+    exact = float(stats.multivariate_normal(np.zeros(80), cov).logpdf(y))
+    baseline = {"name": "baseline", "family": "linear_regression", "config": {"dim": 0}}
+    with server.client() as client:
+        both = {**comparison_body("exact"), "models": [baseline, *comparison_body()["models"]]}
+        cid = client.post("/v1/comparisons", json=both).json()["id"]
+        for chunk in chunks(x, y, 30):
+            evidence = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).json()
+        assert by_name(evidence)["baseline"]["log_evidence"] == pytest.approx(exact, rel=1e-10)
+        assert by_name(evidence)["baseline"]["posterior_probability"] < 1e-6  # y depends on x
+        parts = client.post(f"/v1/comparisons/{cid}/predict",
+                            json={"x": [[0.0, 1.0, 2.0, 3.0]]}).json()["models"]
+        assert by_name({"models": parts})["baseline"]["mean"] == pytest.approx([y.sum() / 81])
+        alone = {"name": "y only", "estimator": {"method": "exact"}, "models": [baseline]}
+        cid = client.post("/v1/comparisons", json=alone).json()["id"]
+        done = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json={"y": y.tolist()})
+        assert done.json()["models"][0]["log_evidence"] == pytest.approx(exact, rel=1e-10)
+
+
 def test_list_describe_and_delete_removes_every_key(server: Server) -> None:
     x, y = regression_data(40)
     with server.client() as client:
         cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
         client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunks(x, y, 40)[0],
                     headers={"Idempotency-Key": "k1"})
+        later = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
         listed = client.get("/v1/comparisons").json()["comparisons"]
-        assert cid in [c["id"] for c in listed]
+        ids = [c["id"] for c in listed]
+        assert ids.index(later) < ids.index(cid)  # newest first
+        assert [c["created_at"] for c in listed] == sorted(
+            (c["created_at"] for c in listed), reverse=True)
         described = client.get(f"/v1/comparisons/{cid}").json()
         assert (described["name"], described["sequence"], described["ingested"]) == (
             "regression", 1, 1)

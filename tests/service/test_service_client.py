@@ -5,6 +5,9 @@ API keys."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import socket
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -177,3 +180,101 @@ def test_api_keys_reach_http_and_websocket(start_server: StartServer) -> None:
     with pytest.raises(ModelCompareError) as refused:
         asyncio.run(scenario("wrong"))
     assert refused.value.status == 401
+
+
+class LossyProxy:
+    """A TCP proxy in front of the server that, for the next ``drops`` replies, closes the
+    connection as the reply arrives: the request was served, the client never hears it (a lost
+    reply)."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("http://").split(":")
+        self.upstream = (host, int(port))
+        self.drops = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.upstream)
+            threading.Thread(target=self._pump, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pump, args=(server, client, True), daemon=True).start()
+
+    def _pump(self, source: socket.socket, target: socket.socket, replies: bool) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(65536):
+                if replies and self.drops > 0:
+                    self.drops -= 1
+                    break
+                target.sendall(data)
+        for sock in (source, target):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_chunks_always_carry_a_key_that_every_retry_reuses(embedded_server: Server) -> None:
+    """A chunk without a caller's key gets one; when its reply is lost the client retries with
+    that key and the server applies it once. Out of retries, the error says the outcome is
+    unknown and carries the key, and sending again with it is a no-op."""
+    x, y = regression_data(20, seed=7)
+    proxy = LossyProxy(embedded_server.url)
+    try:
+        with Client(proxy.url) as api:
+            cid = api.create_comparison(comparison_body("exact"))["id"]
+            proxy.drops = 2
+            reply = api.ingest(cid, x[:10], y[:10])  # applied at the first try, replies lost
+            assert reply == {"sequence": 1, "rows": 10, "duplicate": True}
+            proxy.drops = 1
+            with Client(proxy.url, retries=0) as once, pytest.raises(ServerUnreachable) as lost:
+                once.ingest(cid, x[10:], y[10:])
+            key = lost.value.idempotency_key
+            assert key is not None and len(key) == 32 and lost.value.outcome_unknown
+            assert (f"the outcome is unknown: the chunk may or may not have been accepted. Send it "
+                    f"again with idempotency_key={key!r}") in lost.value.message
+            again = api.ingest(cid, x[10:], y[10:], idempotency_key=key, wait=True)
+            assert again["duplicate"] is True and again["n_observations"] == 20
+            assert api.get_comparison(cid)["ingested"] == 2
+    finally:
+        proxy.close()
+
+
+def test_values_json_cannot_carry_are_a_client_error(embedded_server: Server) -> None:
+    with Client(embedded_server.url) as api:
+        cid = api.create_comparison(comparison_body("exact"))["id"]
+        x = np.zeros((3, 4))
+        x[2, 1] = np.nan
+        with pytest.raises(ModelCompareError) as bad_x:
+            api.ingest(cid, x, [1.0, 2.0, 3.0])
+        assert (bad_x.value.status, bad_x.value.code) == (None, "invalid_chunk")
+        assert bad_x.value.message == ("x has nan at row 2, column 1 (counting from 0); JSON "
+                                       "cannot carry NaN or infinity: drop or fix those rows")
+        with pytest.raises(ModelCompareError) as bad_y:
+            api.ingest(cid, np.zeros((2, 4)), [1.0, float("inf")])
+        assert bad_y.value.details == {"field": "y", "row": 1, "value": "inf"}
+        with pytest.raises(ModelCompareError):
+            api.predict(cid, [[0.0, float("-inf"), 0.0, 0.0]])
+        assert api.get_comparison(cid)["ingested"] == 0
+
+
+def test_predict_answers_numpy_input_with_numpy_arrays(embedded_server: Server) -> None:
+    x, y = regression_data(30, seed=8)
+    with Client(embedded_server.url) as api:
+        cid = api.create_comparison(comparison_body("exact"))["id"]
+        api.ingest(cid, x, y, wait=True)
+        query = np.array([[0.5, -1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 1.0]])
+        arrays, lists = api.predict(cid, query), api.predict(cid, query.tolist())
+    assert isinstance(arrays["mixture"]["mean"], np.ndarray)
+    assert arrays["mixture"]["mean"].shape == (2,) and arrays["mixture"]["probabilities"] is None
+    assert isinstance(lists["mixture"]["mean"], list)
+    np.testing.assert_array_equal(arrays["mixture"]["variance"], lists["mixture"]["variance"])
+    for array_part, list_part in zip(arrays["models"], lists["models"], strict=True):
+        np.testing.assert_array_equal(array_part["mean"], list_part["mean"])

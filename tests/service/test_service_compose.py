@@ -3,7 +3,9 @@ Docker engine here) — redis-server with the same flags, the API, a worker — 
 
 from __future__ import annotations
 
+import fnmatch
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -105,3 +107,44 @@ def test_compose_services_run_the_loop(compose: tuple[dict[str, Any], str]) -> N
     assert evidence["sequence"] == 1  # applied by the standalone worker: the API runs none
     expected = exact_log_evidence({"dim": 3}, x, y, [0, 1, 2])
     assert by_name(evidence)["right"]["log_evidence"] == pytest.approx(expected, rel=1e-10)
+
+
+def _docker_context(paths: list[str]) -> set[str]:
+    """Which of ``paths`` .dockerignore lets into the build context (Docker's rules: patterns in
+    order, the last that matches a path or one of its parent folders wins, ``!`` re-includes)."""
+    rules = [line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    kept = set()
+    for path in paths:
+        parts = path.split("/")
+        included = True
+        for rule in rules:
+            pattern = rule.lstrip("!").rstrip("/")
+            prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+            if any(fnmatch.fnmatch(p, pattern) or fnmatch.fnmatch(p, pattern.replace("**/", ""))
+                   for p in prefixes):
+                included = rule.startswith("!")
+        if included:
+            kept.add(path)
+    return kept
+
+
+def test_the_image_is_built_from_a_small_context_with_pinned_torch() -> None:
+    """No Docker engine here: read the files. The context has what the Dockerfile copies and
+    not a local .venv (gigabytes) or the repository's other folders; torch is pinned to the
+    version the README's set-up and .ci/run install."""
+    dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
+    copied = [source for line in dockerfile.splitlines() if line.startswith("COPY ")
+              for source in line.split()[1:-1]]
+    assert set(copied) == {"pyproject.toml", "README.md", "models", "estimators", "service"}
+    wanted = ["pyproject.toml", "README.md", "models/base.py", "estimators/sgais.py",
+              "service/cli/__init__.py", "service/static/dashboard.js"]
+    unwanted = [".venv/lib/python3.11/site-packages/torch/__init__.py", ".git/HEAD",
+                "tests/test_readme.py", "benchmarks/results/accuracy.json",
+                ".modelcompare/redis.db", "test-artifacts/dashboard.png",
+                "service/__pycache__/cli.cpython-311.pyc"]
+    assert _docker_context(wanted + unwanted) == set(wanted)
+    pins = {re.search(r"torch==([\d.]+)", text).group(1)  # type: ignore[union-attr]
+            for text in (dockerfile, (ROOT / "README.md").read_text(),
+                         (ROOT / ".ci" / "run").read_text())}
+    assert len(pins) == 1, pins

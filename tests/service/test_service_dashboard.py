@@ -6,6 +6,7 @@ test-artifacts/dashboard.png."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -27,10 +28,17 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHARTS_HAVE_POINTS = """(count) => [...document.querySelectorAll('.chart')].every(chart =>
     chart.data.length > 0 && chart.data.every(trace => trace.x.length === count))"""
-LOG_Z_HAS_POINTS = """() => {
-    const data = document.getElementById('chart-log-evidence').data;
-    return data !== undefined && data.length === 3 && data.every(t => t.x.length >= 1);
+HEADLINE_HAS_POINTS = """(models) => {
+    const data = document.getElementById('chart-bayes-factor').data;
+    return data !== undefined && data.length === models && data.every(t => t.x.length >= 1);
 }"""
+FIVE_MODELS = [
+    {"name": "right", "family": "linear_regression", "config": {"dim": 3}},
+    {"name": "extra_input", "family": "linear_regression", "config": {"dim": 4}},
+    {"name": "too_few", "family": "linear_regression", "config": {"dim": 2}},
+    {"name": "wrong_noise", "family": "linear_regression", "config": {"dim": 3, "noise_std": 2.0}},
+    {"name": "intercept_only", "family": "linear_regression", "config": {"dim": 0}},
+]
 
 
 def _apt_install() -> str | None:
@@ -113,9 +121,9 @@ def test_a_posted_chunk_reaches_the_chart_within_a_second(
         reply = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunks(x, y, 40)[0])
         applied = time.monotonic()
         assert reply.status_code == 200, reply.text
-        page.wait_for_function(LOG_Z_HAS_POINTS, timeout=10_000)
+        page.wait_for_function(HEADLINE_HAS_POINTS, arg=3, timeout=10_000)
         seconds = time.monotonic() - applied
-    print(f"chunk applied -> drawn in the log Z chart: {seconds * 1000:.0f} ms")
+    print(f"chunk applied -> drawn in the headline chart: {seconds * 1000:.0f} ms")
     assert seconds < 1.0, f"the chart showed the chunk after {seconds:.2f} s"
     assert not any("No data yet" in text for text in _notices(page))
 
@@ -124,8 +132,8 @@ def test_a_posted_chunk_reaches_the_chart_within_a_second(
         log_z = float(row.locator("td").nth(1).inner_text().split(" ± ")[0])
         columns = list(range(model["config"]["dim"]))
         assert log_z == pytest.approx(exact_log_evidence(model["config"], x, y, columns), abs=0.01)
-        assert row.locator("td").nth(4).inner_text() == "40"
-    probabilities = [float(t) for t in page.locator("#evidence-table td:nth-child(4)")
+        assert row.locator("td").nth(5).inner_text() == "40"
+    probabilities = [float(t) for t in page.locator("#evidence-table td:nth-child(5)")
                      .all_inner_texts()]
     assert sum(probabilities) == pytest.approx(1.0, abs=2e-4)
 
@@ -133,12 +141,126 @@ def test_a_posted_chunk_reaches_the_chart_within_a_second(
         for chunk in chunks(x2, y2, 20):
             assert client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).is_success
     page.wait_for_function(CHARTS_HAVE_POINTS, arg=4, timeout=10_000)
+    assert console_errors == []
+
+
+BOXES = """() => {
+    const chart = document.getElementById('chart-bayes-factor');
+    const box = (node) => { const r = node.getBoundingClientRect();
+                            return [r.left, r.top, r.right, r.bottom]; };
+    return {plot: box(chart.querySelector('.nsewdrag')),
+            legend: box(chart.querySelector('.legend')), chart: box(chart)};
+}"""
+FRESH_CHARTS = """(count) => ['chart-ess', 'chart-annealing-steps', 'chart-update-time'].every(
+  id => {
+    const chart = document.getElementById(id);
+    return chart.data && chart.data.every(trace => trace.x.length === count
+        && trace.y.every(v => v !== null));
+})"""
+
+
+def test_the_headline_shows_log_bayes_factors_of_five_models(
+    page: Page, console_errors: list[str], embedded_server: Server
+) -> None:
+    """SG-AIS on five models: the headline plots log Z_m − log Z_best per model with ±√(s_m² +
+    s_best²) error bars, the best flat at 0, the legend below the plot; after a reload the
+    diagnostics come back from GET /history (every point, not one), on a time axis from 0.
+    The screenshot test-artifacts/dashboard.png shows it."""
+    body = {"name": "five models", "seed": 0, "x_dim": 4, "models": FIVE_MODELS,
+            "estimator": {"method": "sgais", "particles": 32}}
+    x, y = regression_data(200, seed=11)
+    with embedded_server.client() as client:
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        for chunk in chunks(x, y, 50):
+            assert client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).is_success
+        history = client.get(f"/v1/comparisons/{cid}/history").json()
+        evidence = client.get(f"/v1/comparisons/{cid}/evidence").json()
+    best = max(evidence["models"], key=lambda m: m["log_evidence"])["name"]
+    page.goto(f"{embedded_server.url}/#{cid}")
+    page.wait_for_function(HEADLINE_HAS_POINTS, arg=5, timeout=10_000)
+    page.wait_for_function(FRESH_CHARTS, arg=4, timeout=10_000)  # from the stored trace alone
+    traces = page.evaluate("""() => document.getElementById('chart-bayes-factor').data.map(
+        t => ({name: t.name, x: t.x, y: t.y, error: t.error_y.array}))""")
+    reference = history["models"][best]
+    for trace in traces:
+        name = trace["name"].split(" ")[0]
+        series = history["models"][name]
+        assert trace["x"] == series["n_observations"] == [50, 100, 150, 200]
+        expected = [a - b for a, b in zip(series["log_evidence"], reference["log_evidence"],
+                                          strict=True)]
+        assert trace["y"] == pytest.approx(expected, abs=1e-9)
+        if name == best:
+            assert trace["name"] == f"{best} (current best)" and trace["y"] == [0, 0, 0, 0]
+            continue
+        combined = [math.hypot(a, b) for a, b in zip(series["log_evidence_stderr"],
+                                                      reference["log_evidence_stderr"],
+                                                      strict=True)]
+        assert trace["error"] == pytest.approx(combined, abs=1e-9) and min(combined) > 0
+    boxes = page.evaluate(BOXES)
+    plot, legend = boxes["plot"], boxes["legend"]
+    assert legend[1] >= plot[3] or legend[0] >= plot[2], f"the legend covers the plot: {boxes}"
+    assert legend[3] <= boxes["chart"][3] + 1  # and it is not cut off
+    time_axis = page.evaluate(
+        "() => document.getElementById('chart-update-time')._fullLayout.yaxis.range")
+    assert time_axis[0] >= 0
+    assert [p["compute_seconds"] > 0 for p in history["points"]] == [True] * 4
+    assert all(isinstance(v, int) and v > 0 for v in reference["annealing_steps"])
 
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / "dashboard.png"
     page.screenshot(path=str(screenshot), full_page=True)
     print(f"dashboard screenshot: {screenshot}")
     assert screenshot.stat().st_size > 10_000
+    assert console_errors == []
+
+
+def test_the_table_fits_800_px_and_an_empty_model_shows_a_dash(
+    browser: Browser, console_errors: list[str], embedded_server: Server
+) -> None:
+    with embedded_server.client() as client:
+        body = {"name": "narrow", "x_dim": 4, "models": FIVE_MODELS}
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        client.post("/v1/comparisons", json={**comparison_body(), "name": "single",
+                                             "models": FIVE_MODELS[:1]})
+    context = browser.new_context(viewport={"width": 800, "height": 900})
+    page = context.new_page()
+    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+    try:
+        page.goto(f"{embedded_server.url}/#{cid}")
+        page.wait_for_selector("#evidence-table tbody tr")
+        widths = page.evaluate("""() => ({page: document.documentElement.scrollWidth,
+            table: document.getElementById('evidence-table').getBoundingClientRect().right})""")
+        assert widths["page"] <= 800 and widths["table"] <= 800, widths
+        cells = page.locator("#evidence-table tr[data-model=right] td").all_inner_texts()
+        assert cells[1:4] == ["—", "—", "—"]  # log Z ± stderr, log BF, log Z / n: no data yet
+        listed = page.locator("#comparison-list a").all_inner_texts()
+        assert listed[0].startswith("single") and "1 model ·" in listed[0]  # newest first
+        assert listed[1].startswith("narrow") and "5 models ·" in listed[1]
+    finally:
+        context.close()
+    assert console_errors == []
+
+
+def test_an_elbo_over_fewer_rows_is_marked(page: Page, console_errors: list[str],
+                                           embedded_server: Server) -> None:
+    """The ELBO is refreshed when a model's rows double: after 40 + 20 rows it covers 40, and
+    the table says so rather than showing it beside a log Z of 60 rows as if comparable."""
+    spec = {"name": "normal", "estimator": {"method": "exact"},
+            "models": [{"name": "nig", "family": "linear_regression_unknown_noise",
+                        "config": {"dim": 1}}]}
+    x, y = regression_data(60, seed=15)
+    with embedded_server.client() as client:
+        cid = client.post("/v1/comparisons", json=spec).json()["id"]
+        for start, stop in ((0, 40), (40, 60)):
+            chunk = {"x": x[start:stop, :1].tolist(), "y": y[start:stop].tolist()}
+            evidence = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).json()
+    elbo = evidence["models"][0]["elbo"]
+    page.goto(f"{embedded_server.url}/#{cid}")
+    page.wait_for_selector("#evidence-table tbody tr")
+    cell = page.locator("#evidence-table tr[data-model=nig] td.elbo")
+    assert cell.inner_text() == f"{elbo:.2f} (of 40 rows)"
+    assert page.locator("#elbo-note").is_visible()
+    assert "compare it with log Z at k rows" in page.locator("#elbo-note").inner_text()
     assert console_errors == []
 
 

@@ -24,12 +24,17 @@ def test_retry_with_the_same_key_ingests_once(server: Server) -> None:
         waited = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=first,
                              headers=headers)
         assert waited.status_code == 200 and waited.json()["sequence"] == 1
+        assert waited.json()["duplicate"] is True  # ?wait=true says so too
         conflict = client.post(f"/v1/comparisons/{cid}/chunks", json=second, headers=headers)
         assert_error(conflict, 409, "idempotency_conflict")
+        # the 409 says what the key holds: the CLI resumes a file cut differently from it
+        assert conflict.json()["error"]["details"] == {"idempotency_key": "chunk-1",
+                                                       "sequence": 1, "rows": 30}
         done = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=second,
                            headers={"Idempotency-Key": "chunk-2"})
         evidence = done.json()
         assert evidence["sequence"] == 2 and evidence["n_observations"] == 60
+        assert evidence["duplicate"] is False
         assert all(m["n_observations"] == 60 for m in by_name(evidence).values())
         described = client.get(f"/v1/comparisons/{cid}").json()
         assert described["ingested"] == 2

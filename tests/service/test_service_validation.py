@@ -92,11 +92,16 @@ def test_labels_outside_a_classifier_support_are_422(start_server: StartServer) 
     with server.client() as client:
         cid = client.post("/v1/comparisons", json=body).json()["id"]
         before = snapshot(server, cid)
-        for y in ([0, 3], [0, 1.5], [-1, 0]):
+        for y, row, value in (([0, 3], 1, "y = 3"), ([0, 1.5], 1, "y = 1.5"),
+                              ([-1, 0], 0, "y = -1")):
             response = client.post(f"/v1/comparisons/{cid}/chunks",
                                    json={"x": [[0, 1], [1, 0]], "y": y})
             assert_error(response, 422, "invalid_chunk")
-            assert response.json()["error"]["details"]["model"] == "logit"
+            error = response.json()["error"]
+            assert error["details"] == {"model": "logit", "row": row, "value": value}
+            assert error["message"] == (f"model 'logit' refuses row {row} of the chunk (from 0), "
+                                        f"{value}: logistic_regression needs integer labels in "
+                                        "[0, 3)")
         coin = client.post(f"/v1/comparisons/{cid}/chunks", json={"x": [[0, 1]], "y": [2]})
         assert coin.json()["error"]["details"]["model"] == "coin"
         assert snapshot(server, cid) == before
@@ -107,9 +112,11 @@ def test_labels_outside_a_classifier_support_are_422(start_server: StartServer) 
 BAD_COMPARISONS: list[tuple[str, dict[str, Any]]] = [
     ("unknown family", {"models": [{"name": "a", "family": "nope"}]}),
     ("bad model config", {"models": [{"name": "a", "family": "linear_regression",
-                                      "config": {"dim": 0}}]}),
+                                      "config": {"dim": -1}}]}),
     ("unknown config key", {"models": [{"name": "a", "family": "linear_regression",
                                         "config": {"dim": 2, "colour": 1}}]}),
+    ("columns inside config", {"models": [{"name": "a", "family": "linear_regression",
+                                           "config": {"dim": 2, "columns": [0, 1]}}]}),
     ("columns of the wrong length", {"models": [{"name": "a", "family": "linear_regression",
                                                  "config": {"dim": 2}, "columns": [0]}]}),
     ("negative column", {"models": [{"name": "a", "family": "linear_regression",
@@ -179,3 +186,14 @@ def test_bad_comparisons_and_models_are_422_and_create_nothing(
         assert snapshot(server, cid) == before
         predict = client.post(f"/v1/comparisons/{cid}/predict", json={"x": [[1.0, 2.0]]})
         assert_error(predict, 422, "invalid_chunk")
+
+
+def test_columns_inside_config_says_where_they_go(start_server: StartServer) -> None:
+    server = start_server("embedded")
+    model = {"name": "a", "family": "linear_regression", "config": {"dim": 2, "columns": [0, 3]}}
+    with server.client() as client:
+        response = client.post("/v1/comparisons", json={"name": "bad", "models": [model]})
+    assert_error(response, 422, "invalid_request")
+    assert response.json()["error"]["message"] == (
+        'body.models.0.config: Value error, "columns" goes beside "config", not inside it: '
+        '{"name": …, "family": …, "config": {"dim": 2}, "columns": [0, 3]}')

@@ -78,7 +78,8 @@ async def create_comparison(body: ComparisonIn, store: StoreDep) -> dict[str, An
 
 @router.get("")
 async def list_comparisons(store: StoreDep, access: AccessDep) -> dict[str, Any]:
-    """The comparisons the caller's API key may read (all of them when keys are off)."""
+    """The comparisons the caller's API key may read (all of them when keys are off), newest
+    first."""
     described = []
     for cid in await store.ids():
         try:
@@ -87,6 +88,7 @@ async def list_comparisons(store: StoreDep, access: AccessDep) -> dict[str, Any]
             continue  # deleted meanwhile
         if access.allows("read", cid, meta.spec.name):
             described.append(describe(meta))
+    described.sort(key=lambda c: c["created_at"], reverse=True)
     return {"comparisons": described}
 
 

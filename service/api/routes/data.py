@@ -29,6 +29,10 @@ _CHUNK_BODY = {
 }
 
 
+# Per model in every trace point (service/worker.py writes them).
+TRACE_FIELDS = ("n_observations", "log_evidence", "log_evidence_stderr", "ess", "annealing_steps")
+
+
 @router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY)
 async def ingest_chunk(
     cid: str,
@@ -40,17 +44,21 @@ async def ingest_chunk(
     wait: bool = False,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JSONResponse:
-    """Validate and queue a chunk (202 with its sequence); ``?wait=true``: 200 with evidence."""
+    """Validate and queue a chunk (202 with its sequence); ``?wait=true``: 200 with evidence
+    (and ``duplicate``: true when the Idempotency-Key had already been accepted)."""
     body = await request.body()  # at most max_body_bytes: see ingest.BodyLimit
     meta = await store.meta(cid)
     block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
-    status, sequence = await store.ingest(cid, block, rows, block_digest(block), idempotency_key)
+    status, sequence, recorded = await store.ingest(cid, block, rows, block_digest(block),
+                                                    idempotency_key)
     if status == "missing":
         raise not_found(cid)
     if status == "conflict":
         raise ApiError(409, "idempotency_conflict",
-                       "this Idempotency-Key was used with a different body",
-                       {"idempotency_key": idempotency_key, "sequence": sequence})
+                       f"this Idempotency-Key was used with a different body (chunk {sequence}, "
+                       f"{recorded if recorded is not None else 'unknown'} rows)",
+                       {"idempotency_key": idempotency_key, "sequence": sequence,
+                        "rows": recorded})
     if status == "accepted":
         metrics.ingested.inc()
     accepted = {"sequence": sequence, "rows": rows, "duplicate": status == "duplicate"}
@@ -71,7 +79,7 @@ async def ingest_chunk(
     if evidence["sequence"] < sequence:  # halted on a dead-lettered chunk: queued, not applied
         return JSONResponse({**accepted, "processed": False, "status": evidence["status"],
                              "status_reason": evidence["status_reason"]}, status_code=202)
-    return JSONResponse(evidence, status_code=200)
+    return JSONResponse({**evidence, "duplicate": accepted["duplicate"]}, status_code=200)
 
 
 @router.get("/evidence")
@@ -92,16 +100,17 @@ async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
 
 @router.get("/history")
 async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
-    """Evidence trace per model, one point per applied chunk (for plots)."""
+    """Evidence trace per model, one point per applied chunk (for plots): n, log Z ± stderr,
+    ESS and annealing steps per model, and the estimator time of each chunk (``points``).
+    Points stored before those diagnostics were recorded carry null for them."""
     points = await store.trace(cid)
     models: dict[str, dict[str, list[Any]]] = {}
     for point in points:
         for name, value in point["models"].items():
-            series = models.setdefault(name, {"sequence": [], "n_observations": [],
-                                              "log_evidence": [], "log_evidence_stderr": []})
+            series = models.setdefault(name, {"sequence": [], **{k: [] for k in TRACE_FIELDS}})
             series["sequence"].append(point["sequence"])
-            for key in ("n_observations", "log_evidence", "log_evidence_stderr"):
-                series[key].append(value[key])
+            for key in TRACE_FIELDS:
+                series[key].append(value.get(key))
     return {"models": models, "points": points}
 
 

@@ -1,0 +1,135 @@
+"""``modelcompare create | list | delete | predict | watch``: client commands that print."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from service.cli.errors import CliError
+from service.cli.files import existing, read_data
+from service.cli.tables import comparison_lines, evidence_table
+from service.client import PREDICTION_FIELDS, AsyncClient, Client
+
+
+def create(args: argparse.Namespace) -> None:
+    """POST the spec; the new id alone on stdout (``ID=$(modelcompare create spec.yaml)``)."""
+    import yaml
+    from rich.console import Console
+
+    path = existing(args.spec)
+    try:
+        spec = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(
+            path.read_text())
+    except (ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"{path} is not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
+    if not isinstance(spec, dict):
+        raise CliError(f"{path} must hold one mapping (name, models, estimator, seed)")
+    with Client(args.url, args.api_key) as api:
+        created = api.create_comparison(spec)
+    names = ", ".join(m["name"] for m in created["models"])
+    count = len(created["models"])
+    Console(stderr=True).print(f"created comparison [bold]{created['name']}[/bold] with "
+                               f"{count} model{'' if count == 1 else 's'} ({names})")
+    print(created["id"])
+
+
+def list_comparisons(args: argparse.Namespace) -> None:
+    with Client(args.url, args.api_key) as api:
+        comparisons = api.list_comparisons()["comparisons"]
+    for line in comparison_lines(comparisons):
+        print(line)
+
+
+def delete(args: argparse.Namespace) -> None:
+    from rich.console import Console
+
+    with Client(args.url, args.api_key) as api:
+        for cid in args.comparisons:
+            name = api.get_comparison(cid)["name"]
+            api.delete_comparison(cid)
+            Console(stderr=True).print(f"deleted comparison {name!r} ({cid})", markup=False,
+                                       highlight=False)
+
+
+def predict(args: argparse.Namespace) -> None:
+    """The model-averaged predictive at the given rows, as CSV on stdout (``--json``: the API's
+    reply): one line per row, the mixture's fields, then each model's as ``model:field``."""
+    x = _query_rows(args)
+    with Client(args.url, args.api_key) as api:
+        reply = api.predict(args.comparison, x)
+    if args.json:
+        print(json.dumps(reply, indent=2, default=lambda a: a.tolist()))
+        return
+    parts = [("", reply["mixture"])] + [(f"{m['name']}:", m) for m in reply["models"]]
+    header, columns = ["row"], []
+    for prefix, part in parts:
+        for field in PREDICTION_FIELDS:
+            values = None if part is None else part.get(field)
+            if values is None:
+                continue
+            values = np.asarray(values, dtype=np.float64)
+            if values.ndim == 2:  # class probabilities: one column per class
+                header += [f"{prefix}p{k}" for k in range(values.shape[1])]
+                columns += list(values.T)
+            else:
+                header.append(f"{prefix}{field}")
+                columns.append(values)
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(header)
+    for row, values in enumerate(zip(*columns, strict=True)):
+        writer.writerow([row, *(f"{v:.10g}" for v in values)])
+
+
+def _query_rows(args: argparse.Namespace) -> np.ndarray | None:
+    if args.file is not None and args.x:
+        raise CliError("give the rows either in a file or with --x, not both")
+    if args.file is not None:
+        x_cols = [c for item in args.x_cols or [] for c in item.split(",") if c]
+        if not x_cols:
+            raise CliError("name the input columns of the file with --x-cols")
+        data = read_data(existing(args.file), x_cols, None)
+        if data.rows == 0:
+            raise CliError(f"{args.file} has no data rows (only a header)")
+        return data.x
+    if not args.x:
+        return None  # a comparison whose models read no x: one predictive row
+    try:
+        rows = [[float(v) for v in row.split(",")] for row in args.x]
+    except ValueError as exc:
+        raise CliError(f"--x takes comma-separated numbers, one row each: {exc}") from None
+    if len({len(r) for r in rows}) != 1:
+        raise CliError("every --x row needs the same number of values")
+    return np.array(rows, dtype=np.float64)
+
+
+def watch(args: argparse.Namespace) -> None:
+    """A live table fed by the websocket (in a terminal; elsewhere one table per message);
+    ``--count N`` stops after N messages."""
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console()
+
+    async def run(show: Callable[[Any], None]) -> None:
+        async with AsyncClient(args.url, args.api_key) as api:
+            seen = 0
+            async for message in api.updates(args.comparison):
+                if message["type"] == "deleted":
+                    raise CliError(f"comparison {args.comparison} was deleted")
+                show(evidence_table(message["evidence"]))
+                seen += 1
+                if seen == args.count:
+                    return
+
+    if not console.is_terminal:
+        asyncio.run(run(console.print))
+        return
+    with Live(console=console, auto_refresh=False) as live:
+        asyncio.run(run(lambda table: live.update(table, refresh=True)))

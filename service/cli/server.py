@@ -1,0 +1,74 @@
+"""``modelcompare serve | worker | demo``: the processes, as opposed to the client commands."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import threading
+from pathlib import Path
+
+from service.cli.errors import CliError
+from service.core.config import Settings
+from service.embedded import DataFolderInUse, check_data_folder
+
+
+def settings(args: argparse.Namespace) -> Settings:
+    """Settings from the environment, overridden by the options given."""
+    overrides = {k: v for k, v in vars(args).items()
+                 if k in ("host", "port", "redis_url", "data_dir") and v is not None}
+    loaded = Settings(**overrides)
+    if loaded.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(loaded.torch_threads)
+    return loaded
+
+
+def free_data_folder(folder: Path) -> None:
+    """One line, before any server starts, when another server holds the embedded Redis's
+    folder (the app itself would refuse it too, with a traceback in uvicorn's log)."""
+    try:
+        check_data_folder(folder)
+    except DataFolderInUse as exc:
+        raise CliError(str(exc)) from None
+
+
+def serve(args: argparse.Namespace) -> None:
+    import uvicorn
+
+    from service.api.main import create_app
+
+    loaded = settings(args)
+    if loaded.redis_url is None:
+        free_data_folder(loaded.data_dir)
+    uvicorn.run(create_app(loaded), host=loaded.host, port=loaded.port,
+                log_level=args.log_level)
+
+
+def worker(args: argparse.Namespace) -> None:
+    import redis
+    from prometheus_client import start_http_server
+
+    from service.metrics import Metrics
+    from service.worker import Worker
+
+    loaded = settings(args)
+    if loaded.redis_url is None:
+        raise CliError("modelcompare worker needs a Redis server: --redis-url or REDIS_URL")
+    metrics = Metrics()
+    if args.metrics_port:
+        start_http_server(args.metrics_port, registry=metrics.registry)
+    stop = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
+    Worker(redis.Redis.from_url(loaded.redis_url), loaded, metrics=metrics).run(stop)
+
+
+def demo(args: argparse.Namespace) -> None:
+    from service.demo import run_demo
+
+    settings(args)  # MODELCOMPARE_TORCH_THREADS
+    if args.data_dir is not None:
+        free_data_folder(Path(args.data_dir))
+    run_demo(rows=args.rows, chunk=args.chunk, particles=args.particles, seed=args.seed,
+             data_dir=args.data_dir)

@@ -1,0 +1,124 @@
+"""The API's routes, one method each, shared by ``Client`` and ``AsyncClient``."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Mapping
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from service.client.calls import (
+    Call,
+    Request,
+    Rows,
+    Values,
+    as_arrays,
+    endpoint,
+    rows_json,
+    values_json,
+)
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+URL_ENV, API_KEY_ENV = "MODELCOMPARE_URL", "MODELCOMPARE_API_KEY"
+T = TypeVar("T")
+
+
+class Routes(Generic[T]):
+    """The API's routes. ``T`` is what sending returns: the decoded reply (``Client``) or an
+    awaitable of it (``AsyncClient``)."""
+
+    def __init__(self, url: str | None, api_key: str | None, retries: int) -> None:
+        self.retries = retries
+        self.url = (url or os.environ.get(URL_ENV) or DEFAULT_URL).rstrip("/")
+        self.api_key = api_key or os.environ.get(API_KEY_ENV) or None
+        self.headers = {} if self.api_key is None else {"Authorization": f"Bearer {self.api_key}"}
+
+    def send(self, request: Request) -> T:
+        """Send one request with the retry rule of ``calls.outcome``; each client says how."""
+        raise NotImplementedError
+
+    @endpoint("POST", "/v1/comparisons")
+    def create_comparison(self, spec: Mapping[str, Any]) -> Call:
+        """Create: ``{"name", "models": [{"name", "family", "config"}], "estimator", "seed"}``."""
+        return Call(json=spec)
+
+    @endpoint("GET", "/v1/comparisons")
+    def list_comparisons(self) -> Call:
+        return Call()
+
+    @endpoint("GET", "/v1/comparisons/{cid}")
+    def get_comparison(self, cid: str) -> Call:
+        return Call()
+
+    @endpoint("DELETE", "/v1/comparisons/{cid}")
+    def delete_comparison(self, cid: str) -> Call:
+        return Call()
+
+    @endpoint("POST", "/v1/comparisons/{cid}/models")
+    def add_model(self, cid: str, model: Mapping[str, Any]) -> Call:
+        """Add a model mid-stream; it replays the stored history (``catching_up`` until then)."""
+        return Call(json=model)
+
+    @endpoint("POST", "/v1/comparisons/{cid}/chunks")
+    def ingest(self, cid: str, x: Rows | None = None, y: Values | None = None, *,
+               idempotency_key: str | None = None, wait: bool = False) -> Call:
+        """Queue a chunk (``{"sequence", "rows", "duplicate"}``); ``wait=True``: the evidence
+        once it is applied (or ``"processed": false`` when the server's wait times out). The
+        ``Idempotency-Key`` is ``idempotency_key``, or a fresh one; retries reuse it."""
+        body = {k: v for k, v in (("x", rows_json(x)), ("y", values_json(y))) if v is not None}
+        headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
+        return Call(json=body, params={"wait": "true"} if wait else None, headers=headers,
+                    retry=True)
+
+    @endpoint("GET", "/v1/comparisons/{cid}/evidence")
+    def evidence(self, cid: str) -> Call:
+        """Per model log Z ± stderr, n, ESS, P(model | data); version, sequence, status."""
+        return Call()
+
+    @endpoint("GET", "/v1/comparisons/{cid}/weights")
+    def weights(self, cid: str) -> Call:
+        return Call()
+
+    @endpoint("GET", "/v1/comparisons/{cid}/history")
+    def history(self, cid: str) -> Call:
+        """The evidence trace per model: one point per applied chunk."""
+        return Call()
+
+    @endpoint("POST", "/v1/comparisons/{cid}/predict")
+    def predict(self, cid: str, x: Rows | None = None) -> Call:
+        """The BMA predictive at ``x`` with each model's part; numpy arrays for numpy ``x``."""
+        return Call(json={"x": rows_json(x)}, retry=True,
+                    convert=as_arrays if isinstance(x, np.ndarray) else None)
+
+    @endpoint("POST", "/v1/comparisons/{cid}/expectation")
+    def expectation(self, cid: str, model: str, functional: str, x: Rows | None = None, *,
+                    repetitions: int = 100, alpha: float = 0.5, seed: int | None = None) -> Call:
+        """Debiased posterior expectation of one model: ``functional`` ``"mean"``,
+        ``"second_moment"`` or ``"predictive"`` (at ``x``), with its standard error."""
+        return Call(json={"model": model, "functional": functional, "x": rows_json(x),
+                          "repetitions": repetitions, "alpha": alpha, "seed": seed}, retry=True)
+
+    @endpoint("GET", "/v1/comparisons/{cid}/dead-letters")
+    def dead_letters(self, cid: str, limit: int = 100) -> Call:
+        """Chunks given up on (poison), oldest first, and where processing is halted."""
+        return Call(params={"limit": limit})
+
+    @endpoint("POST", "/v1/comparisons/{cid}/resume")
+    def resume(self, cid: str, action: str) -> Call:
+        """Un-halt a comparison: ``"retry"`` the halted chunk or ``"skip"`` it."""
+        return Call(json={"action": action})
+
+    @endpoint("GET", "/healthz")
+    def healthz(self) -> Call:
+        return Call()
+
+    @endpoint("GET", "/readyz")
+    def readyz(self) -> Call:
+        return Call()
+
+    @endpoint("GET", "/metrics")
+    def metrics(self) -> Call:
+        """Prometheus metrics, as text."""
+        return Call()
