@@ -42,13 +42,11 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 
 def serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from service.api.main import create_app
+    from service.api.shutdown import serve as serve_app
 
     settings = _settings(args)
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port,
-                log_level=args.log_level)
+    serve_app(create_app(settings), settings.host, settings.port, args.log_level)
 
 
 def worker(args: argparse.Namespace) -> None:

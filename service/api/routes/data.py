@@ -7,13 +7,15 @@ import time
 from typing import Annotated, Any
 
 import torch
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from service.api.broadcast import Closing
 from service.api.deps import BroadcasterDep, MetricsDep, SettingsDep, StoreDep
-from service.api.errors import ApiError, not_found
-from service.api.ingest import parse_chunk, parse_query
+from service.api.errors import ApiError, error_responses, not_found
+from service.api.ingest import json_body, parse_chunk, parse_query
+from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights
 from service.engine import Runner
 from service.evidence import mix, prediction_json
 from service.schemas import ChunkIn, PredictIn
@@ -29,7 +31,13 @@ _CHUNK_BODY = {
 }
 
 
-@router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY)
+@router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY,
+             dependencies=[Depends(json_body)],
+             responses={
+                 202: {"model": ChunkAccepted, "description": "queued (or, with ?wait=true, not "
+                       "applied within wait_timeout: `processed` false)"},
+                 200: {"model": Evidence, "description": "?wait=true: applied; the evidence"},
+                 **error_responses(404, 409, 413, 415, 422, 503)})
 async def ingest_chunk(
     cid: str,
     request: Request,
@@ -63,7 +71,7 @@ async def ingest_chunk(
             try:
                 update = await subscription.next(evidence["version"],
                                                  max(deadline - time.monotonic(), 0.0))
-            except TimeoutError:
+            except (TimeoutError, Closing):  # not applied in time, or the server shuts down
                 return JSONResponse({**accepted, "processed": False}, status_code=202)
             if update is None:
                 raise not_found(cid)
@@ -74,13 +82,15 @@ async def ingest_chunk(
     return JSONResponse(evidence, status_code=200)
 
 
-@router.get("/evidence")
+@router.get("/evidence", response_class=Response, responses={
+    200: {"model": Evidence, "description": "the newest committed evidence"},
+    **error_responses(404, 503)})
 async def get_evidence(cid: str, store: StoreDep) -> Response:
     """Per model: log_evidence, log_evidence_stderr, n_observations, ess, posterior_probability."""
     return Response(await store.evidence_raw(cid), media_type="application/json")
 
 
-@router.get("/weights")
+@router.get("/weights", response_model=Weights, responses=error_responses(404, 503))
 async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
     evidence = await store.evidence(cid)
     return {
@@ -90,7 +100,7 @@ async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
     }
 
 
-@router.get("/history")
+@router.get("/history", response_model=History, responses=error_responses(404, 503))
 async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     """Evidence trace per model, one point per applied chunk (for plots)."""
     points = await store.trace(cid)
@@ -105,7 +115,8 @@ async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     return {"models": models, "points": points}
 
 
-@router.post("/predict")
+@router.post("/predict", response_model=Prediction, dependencies=[Depends(json_body)],
+             responses=error_responses(400, 404, 413, 415, 422, 503))
 async def predict(cid: str, body: PredictIn, store: StoreDep) -> dict[str, Any]:
     """BMA predictive at ``x``: the mixture over models by posterior probability, and each part."""
     spec, evidence, states = await store.states(cid)
