@@ -103,7 +103,11 @@ ModelIn = Annotated[
 
 
 class ComparisonIn(BaseModel):
-    model_config = STRICT_JSON
+    model_config = ConfigDict(**STRICT_JSON, json_schema_extra={"examples": [{
+        "name": "housing", "seed": 0, "estimator": {"method": "sgais", "particles": 64},
+        "models": [{"name": "small", "family": "linear_regression", "config": {"dim": 1}},
+                   {"name": "large", "family": "linear_regression", "config": {"dim": 2}}],
+    }]})
     name: str = Field(min_length=1, max_length=200)
     seed: Integer = Field(default=0, description="all randomness derives from it")
     models: list[ModelIn] = Field(min_length=1, description="names unique")
@@ -229,8 +233,7 @@ QueryRows = Annotated[list[list[Value]], Field(min_length=1)]
 
 class ChunkIn(BaseModel):
     """Rows of data: ``x`` (rows × x_dim) and ``y`` (one per row); ``x`` is left out when no
-    model reads it, ``y`` when no model has a target. (Documents the body: routes/data.py parses
-    it with numpy.)"""
+    model reads it, ``y`` when no model has a target."""
 
     model_config = STRICT_JSON
     x: Rows | None = None

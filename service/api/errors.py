@@ -52,8 +52,14 @@ def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
 
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str, details: Any = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        details: Any = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(message)
         self.headers = headers
         self.status = status
@@ -66,8 +72,9 @@ def not_found(cid: str) -> ApiError:
     return ApiError(404, "not_found", f"no comparison with id {cid!r}", {"id": cid})
 
 
-def error_response(status: int, code: str, message: str, details: Any = None,
-                   headers: dict[str, str] | None = None) -> JSONResponse:
+def error_response(
+    status: int, code: str, message: str, details: Any = None, headers: dict[str, str] | None = None
+) -> JSONResponse:
     body = {"error": {"code": code, "message": message, "details": jsonable_encoder(details)}}
     return JSONResponse(status_code=status, content=body, headers=headers)
 
@@ -80,9 +87,11 @@ def allowed_methods(request: Request) -> str:
     path (Starlette's own header lists only the first matching route's)."""
     routes = request.app.router.routes
     return ", ".join(
-        method for method in METHODS
-        if any(route.matches({**request.scope, "method": method})[0] == Match.FULL
-               for route in routes)
+        method
+        for method in METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] == Match.FULL for route in routes
+        )
     )
 
 
@@ -102,9 +111,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [
-            {k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()
-        ]
+        errors = [{k: v for k, v in e.items() if k in ("loc", "msg", "type")} for e in exc.errors()]
         message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
         return error_response(422, "invalid_request", message, errors)
 
@@ -112,8 +119,12 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(redis.exceptions.TimeoutError)
     async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
         log.warning("redis unreachable on %s %s: %s", request.method, request.url.path, exc)
-        return error_response(503, "unavailable", "the data store is unreachable; retry later",
-                              headers={"Retry-After": "1"})
+        return error_response(
+            503,
+            "unavailable",
+            "the data store is unreachable; retry later",
+            headers={"Retry-After": "1"},
+        )
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:

@@ -54,8 +54,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             await app.state.broadcaster.start()
             app.state.shutdown.on_begin(app.state.broadcaster.close)
             if settings.runs_worker_inline:
-                stack.enter_context(_inline_worker(url, settings, app.state.metrics,
-                                                   app.state.shutdown))
+                stack.enter_context(
+                    _inline_worker(url, settings, app.state.metrics, app.state.shutdown)
+                )
             try:
                 yield
             finally:
@@ -77,9 +78,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.keyring = Keyring(settings.api_keys) if settings.api_keys else None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                           allow_methods=["GET", "POST", "DELETE"],
-                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+        )
     # Every router gets the API-key check (deps.authorize); it leaves public paths alone.
     for module in (comparisons, data, stream, health, dead_letters, dashboard, docs, expectation):
         app.include_router(module.router, dependencies=[Depends(authorize)])
@@ -88,16 +92,18 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 
 @contextlib.contextmanager
-def _inline_worker(url: str, settings: Settings, metrics: Metrics,
-                   shutdown: Shutdown) -> Iterator[Worker]:
+def _inline_worker(
+    url: str, settings: Settings, metrics: Metrics, shutdown: Shutdown
+) -> Iterator[Worker]:
     """A worker thread; it stops when shutdown begins and is waited for until its deadline (a
     daemon thread: the process may exit during an update, recomputed on the next start)."""
     client = redis.Redis.from_url(url)
     stop = threading.Event()
     shutdown.on_begin(stop.set)
     worker = Worker(client, settings, metrics=metrics)
-    thread = threading.Thread(target=worker.run, args=(stop,), name="modelcompare-worker",
-                              daemon=True)
+    thread = threading.Thread(
+        target=worker.run, args=(stop,), name="modelcompare-worker", daemon=True
+    )
     thread.start()
     try:
         yield worker

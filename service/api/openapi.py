@@ -13,6 +13,7 @@ from fastapi.routing import APIRoute
 
 from service.api.deps import protected
 from service.api.errors import MEANINGS
+from service.schemas import ChunkIn
 
 ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
@@ -30,6 +31,8 @@ def install(app: FastAPI, api_keys: bool) -> None:
         if app.openapi_schema is None:
             schema = generate()  # FastAPI keeps it as app.openapi_schema
             _drop_default_validation_errors(schema)
+            # Bodies a route parses itself (the chunk): only referenced from openapi_extra.
+            schema["components"]["schemas"]["ChunkIn"] = ChunkIn.model_json_schema()
             if api_keys:
                 _declare_api_keys(schema)
             _link_created_comparison(schema)
@@ -39,8 +42,9 @@ def install(app: FastAPI, api_keys: bool) -> None:
 
 
 def _operations(schema: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
-    return [(path, operation) for path, item in schema["paths"].items()
-            for operation in item.values()]
+    return [
+        (path, operation) for path, item in schema["paths"].items() for operation in item.values()
+    ]
 
 
 def _drop_default_validation_errors(schema: dict[str, Any]) -> None:
@@ -56,13 +60,16 @@ def _drop_default_validation_errors(schema: dict[str, Any]) -> None:
 def _declare_api_keys(schema: dict[str, Any]) -> None:
     """An "Authorize" button in /docs, the header in generated clients, 401/403 documented."""
     schema.setdefault("components", {})["securitySchemes"] = {
-        "apiKey": {"type": "http", "scheme": "bearer"}}
+        "apiKey": {"type": "http", "scheme": "bearer"}
+    }
     for path, operation in _operations(schema):
         if protected(path):
             operation["security"] = [{"apiKey": []}]
             for status in (401, 403):
                 operation["responses"][str(status)] = {
-                    "description": MEANINGS[status], "content": ERROR_BODY}
+                    "description": MEANINGS[status],
+                    "content": ERROR_BODY,
+                }
 
 
 # Bodies that name something of the new comparison: the first model.

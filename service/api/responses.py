@@ -53,7 +53,8 @@ class ModelEvidence(Body):
     failed: Any = Field(description="why this model stopped updating, or null")
     prior_probability: float
     posterior_probability: float | None = Field(
-        description="null while catching up or failed: not comparable yet")
+        description="null while catching up or failed: not comparable yet"
+    )
     info: dict[str, Any] | None = Field(description="the estimator's diagnostics of its last step")
 
 
@@ -76,8 +77,9 @@ class ChunkAccepted(Body):
     rows: int
     duplicate: bool = Field(description="this Idempotency-Key was already ingested")
     processed: bool | None = Field(
-        default=None, description="?wait=true only: false when not applied within wait_timeout "
-        "or halted")
+        default=None,
+        description="?wait=true only: false when not applied within wait_timeout or halted",
+    )
     status: Literal["ok", "degraded"] | None = Field(default=None, description="when halted")
     status_reason: str | None = Field(default=None, description="when halted")
 
@@ -146,3 +148,9 @@ class DeadLetterList(Body):
 
 class Status(Body):
     status: str
+
+
+def returns(model: type[BaseModel]) -> dict[str, Any]:
+    """Route arguments: answer with ``model``, validated, keys as the handler gave them (an
+    optional field the handler left out stays out)."""
+    return {"response_model": model, "response_model_exclude_unset": True}

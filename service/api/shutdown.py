@@ -60,6 +60,7 @@ class GracefulServer(uvicorn.Server):
 
 def serve(app: FastAPI, host: str, port: int, log_level: str) -> None:
     shutdown: Shutdown = app.state.shutdown
-    config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
-                            timeout_graceful_shutdown=shutdown.timeout)
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=shutdown.timeout
+    )
     GracefulServer(config, shutdown).run()

@@ -19,14 +19,28 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 def test_schemathesis_finds_no_failure(tmp_path: Path) -> None:
     out = tmp_path / "fuzz.json"
     finished = subprocess.run(
-        [sys.executable, str(BENCHMARKS / "fuzz.py"), "--examples", "100", "--seed", "4242",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=380,
+        [
+            sys.executable,
+            str(BENCHMARKS / "fuzz.py"),
+            "--examples",
+            "100",
+            "--seed",
+            "4242",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=380,
     )
     result = json.loads(out.read_text())
     assert result["failures"] == [], finished.stdout[-6000:]
     assert result["errors"] == [], finished.stdout[-6000:]
-    assert result["phases"] == {"examples": "skip", "coverage": "success",
-                                "fuzzing": "success", "stateful": "success"}
+    assert result["phases"] == {
+        "examples": "skip",
+        "coverage": "success",
+        "fuzzing": "success",
+        "stateful": "success",
+    }
     assert result["test_cases"]["generated"] >= 16 * 100  # 16 operations
     assert finished.returncode == 0, finished.stdout[-6000:]

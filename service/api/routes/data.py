@@ -15,18 +15,19 @@ from service.api.broadcast import Closing
 from service.api.deps import BroadcasterDep, MetricsDep, SettingsDep, StoreDep
 from service.api.errors import ApiError, error_responses, not_found
 from service.api.ingest import json_body, parse_chunk, parse_query
-from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights
+from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights, returns
 from service.engine import Runner
 from service.evidence import mix, prediction_json
-from service.schemas import ChunkIn, PredictIn
+from service.schemas import PredictIn
 from service.store.codec import block_digest
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 
+# The body is parsed with numpy (ingest.parse_chunk), not by FastAPI: documented here.
 _CHUNK_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"application/json": {"schema": ChunkIn.model_json_schema()}},
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChunkIn"}}},
     }
 }
 
@@ -90,7 +91,7 @@ async def get_evidence(cid: str, store: StoreDep) -> Response:
     return Response(await store.evidence_raw(cid), media_type="application/json")
 
 
-@router.get("/weights", response_model=Weights, responses=error_responses(404, 503))
+@router.get("/weights", **returns(Weights), responses=error_responses(404, 503))
 async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
     evidence = await store.evidence(cid)
     return {
@@ -100,7 +101,7 @@ async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
     }
 
 
-@router.get("/history", response_model=History, responses=error_responses(404, 503))
+@router.get("/history", **returns(History), responses=error_responses(404, 503))
 async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     """Evidence trace per model, one point per applied chunk (for plots)."""
     points = await store.trace(cid)
@@ -115,7 +116,7 @@ async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     return {"models": models, "points": points}
 
 
-@router.post("/predict", response_model=Prediction, dependencies=[Depends(json_body)],
+@router.post("/predict", **returns(Prediction), dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 413, 415, 422, 503))
 async def predict(cid: str, body: PredictIn, store: StoreDep) -> dict[str, Any]:
     """BMA predictive at ``x``: the mixture over models by posterior probability, and each part."""

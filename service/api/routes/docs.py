@@ -58,5 +58,8 @@ async def redoc(request: Request) -> HTMLResponse:
 async def docs_asset(name: str) -> FileResponse:
     if name not in MEDIA_TYPES:
         raise ApiError(404, "not_found", f"no docs asset {name!r}", {"name": name})
-    return FileResponse(ASSETS / name, media_type=MEDIA_TYPES[name],
-                        headers={"Cache-Control": "public, max-age=86400"})
+    return FileResponse(
+        ASSETS / name,
+        media_type=MEDIA_TYPES[name],
+        headers={"Cache-Control": "public, max-age=86400"},
+    )

@@ -17,7 +17,7 @@ from models.config import Integer
 from service.api.deps import StoreDep
 from service.api.errors import ApiError, error_responses
 from service.api.ingest import json_body, parse_query
-from service.api.responses import ExpectationOut
+from service.api.responses import ExpectationOut, returns
 from service.engine import Runner
 from service.schemas import STRICT_JSON, NonNegative, QueryRows
 from service.store.codec import decode_block
@@ -39,7 +39,7 @@ class ExpectationIn(BaseModel):
     seed: NonNegative | None = None
 
 
-@router.post("/expectation", response_model=ExpectationOut, dependencies=[Depends(json_body)],
+@router.post("/expectation", **returns(ExpectationOut), dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 409, 413, 415, 422, 503))
 async def expectation(cid: str, body: ExpectationIn, store: StoreDep) -> dict[str, Any]:
     """Unbiased E[φ(θ) | all stored rows] for one model, averaged over R repetitions."""
