@@ -37,7 +37,7 @@ MEANINGS = {
     400: "the body could not be read as text (e.g. not UTF-8)",
     401: "no API key, or an unknown one (`Authorization: Bearer <key>`)",
     403: "the API key's scope does not cover this comparison or action",
-    404: "no comparison with this id (or no such model in it)",
+    404: "no comparison with this id",
     409: "conflicts with the comparison's state (see the error code)",
     413: "the body exceeds MODELCOMPARE_MAX_BODY_BYTES or the chunk MODELCOMPARE_MAX_ROWS",
     415: "the body is not `application/json`",
