@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 import torch
 from fastapi import APIRouter, Depends
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from estimators import EstimatorError
 from estimators.history import cat_rows
@@ -30,7 +30,10 @@ class ExpectationIn(BaseModel):
     defines it) or ``predictive`` at rows ``x``; ``repetitions`` R and truncation rate ``alpha``
     of P(T = t) ∝ 2^(−αt); ``seed`` null: derived from the comparison's seed and sequence."""
 
-    model_config = STRICT_JSON
+    model_config = ConfigDict(**STRICT_JSON, json_schema_extra={  # "predictive" needs rows x
+        "if": {"properties": {"functional": {"const": "predictive"}}, "required": ["functional"]},
+        "then": {"required": ["x"], "properties": {"x": {"type": "array"}}},
+    })
     model: str = Field(description="a model of this comparison")
     functional: Literal["mean", "second_moment", "predictive"]
     x: QueryRows | None = Field(default=None, description="query rows for predictive")

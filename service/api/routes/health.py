@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
-from fastapi.responses import PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
@@ -29,7 +28,7 @@ async def readyz(store: StoreDep) -> dict[str, str] | Response:
     return {"status": "ready"}
 
 
-@router.get("/metrics", response_class=PlainTextResponse, responses={
+@router.get("/metrics", response_class=Response, responses={
     **error_responses(503),
     200: {"description": "Prometheus text exposition format",
           "content": {"text/plain": {"schema": {"type": "string"}}}},
