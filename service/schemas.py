@@ -53,8 +53,8 @@ class BaseModelIn(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _columns_beside_config(cls, data: Any) -> Any:
-        if isinstance(data, dict) and isinstance(data.get("config"), dict) \
-                and "columns" in data["config"]:
+        config = data.get("config") if isinstance(data, dict) else None
+        if isinstance(config, dict) and "columns" in config:
             raise ValueError('"columns" goes beside "config", not inside it: {"name": …, '
                              '"family": …, "config": {…}, "columns": [0, 2]}')
         return data

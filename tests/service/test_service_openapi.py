@@ -24,8 +24,9 @@ def document() -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    running = RunningServer(Settings(redis_url=None, poll_interval=0.1,
-                                     data_dir=tmp_path_factory.mktemp("embedded")))
+    running = RunningServer(
+        Settings(redis_url=None, poll_interval=0.1, data_dir=tmp_path_factory.mktemp("embedded"))
+    )
     yield running.handle
     running.stop()
 
@@ -51,8 +52,11 @@ def test_every_route_declares_its_errors_with_the_shared_body(document: dict[str
     assert "HTTPValidationError" not in schemas  # FastAPI's 422 body: never sent here
     for path, item in document["paths"].items():
         for method, operation in item.items():
-            errors = {code: response for code, response in operation["responses"].items()
-                      if code.startswith(("4", "5"))}
+            errors = {
+                code: response
+                for code, response in operation["responses"].items()
+                if code.startswith(("4", "5"))
+            }
             for code, response in errors.items():
                 schema = response["content"]["application/json"]["schema"]
                 assert schema == {"$ref": "#/components/schemas/ErrorBody"}, (method, path, code)
@@ -71,8 +75,7 @@ def test_served_as_documented(server: Server) -> None:
         cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
         chunk = '{"x": [[0.1, 0.2, 0.3, 0.4]], "y": [1.0]}'
         for headers in ({"content-type": "text/plain"}, {}):  # a body needs its media type
-            response = client.post(f"/v1/comparisons/{cid}/chunks", content=chunk,
-                                   headers=headers)
+            response = client.post(f"/v1/comparisons/{cid}/chunks", content=chunk, headers=headers)
             assert_error(response, 415, "unsupported_media_type")
             response = client.post("/v1/comparisons", content='{"name": "x"}', headers=headers)
             assert_error(response, 415, "unsupported_media_type")
@@ -80,9 +83,12 @@ def test_served_as_documented(server: Server) -> None:
         applied = client.post(f"/v1/comparisons/{cid}/chunks", content=chunk, headers=charset)
         assert applied.status_code == 202, applied.text
 
-        for path, allowed in (("/v1/comparisons", "GET, POST"),
-                              (f"/v1/comparisons/{cid}", "GET, DELETE"),
-                              (f"/v1/comparisons/{cid}/chunks", "POST"), ("/metrics", "GET")):
+        for path, allowed in (
+            ("/v1/comparisons", "GET, POST"),
+            (f"/v1/comparisons/{cid}", "GET, DELETE"),
+            (f"/v1/comparisons/{cid}/chunks", "POST"),
+            ("/metrics", "GET"),
+        ):
             response = client.request("PATCH", path)
             assert_error(response, 405, "method_not_allowed")
             assert response.headers["allow"] == allowed
@@ -92,20 +98,31 @@ def test_served_as_documented(server: Server) -> None:
 @pytest.mark.parametrize(
     ("model", "message"),
     [
-        ({"family": "linear_regression", "config": {"dim": 2, "columns": [0, 1]}},
-         '"columns" goes beside "config", not inside it'),
-        ({"family": "", "config": {}}, "does not match any of the expected tags: "
-         "'linear_regression'"),
-        ({"family": "linear_regression", "config": {"dim": "2"}},
-         "config.dim: Input should be a valid integer"),
-        ({"family": "gaussian_mixture", "config": {"dim": 1, "components": 7}},
-         "config.components: Input should be less than or equal to 6"),
-        ({"family": "beta_bernoulli", "prior_probability": "0.5"},
-         "prior_probability: Input should be a valid number"),
+        (
+            {"family": "linear_regression", "config": {"dim": 2, "columns": [0, 1]}},
+            '"columns" goes beside "config", not inside it',
+        ),
+        (
+            {"family": "", "config": {}},
+            "does not match any of the expected tags: 'linear_regression'",
+        ),
+        (
+            {"family": "linear_regression", "config": {"dim": "2"}},
+            "config.dim: Input should be a valid integer",
+        ),
+        (
+            {"family": "gaussian_mixture", "config": {"dim": 1, "components": 7}},
+            "config.components: Input should be less than or equal to 6",
+        ),
+        (
+            {"family": "beta_bernoulli", "prior_probability": "0.5"},
+            "prior_probability: Input should be a valid number",
+        ),
     ],
 )
-def test_bad_model_settings_say_what_is_wrong(server: Server, model: dict[str, Any],
-                                               message: str) -> None:
+def test_bad_model_settings_say_what_is_wrong(
+    server: Server, model: dict[str, Any], message: str
+) -> None:
     body = {"name": "bad", "models": [{"name": "m", **model}]}
     response = httpx.post(f"{server.url}/v1/comparisons", json=body)
     assert_error(response, 422, "invalid_request")
@@ -114,8 +131,18 @@ def test_bad_model_settings_say_what_is_wrong(server: Server, model: dict[str, A
 
 def test_integral_floats_are_integers(server: Server) -> None:
     """JSON Schema counts 2.0 as an integer; so does the API."""
-    body = {"name": "floats", "x_dim": 3.0, "models": [
-        {"name": "m", "family": "linear_regression", "config": {"dim": 2.0}, "columns": [0, 2.0]}]}
+    body = {
+        "name": "floats",
+        "x_dim": 3.0,
+        "models": [
+            {
+                "name": "m",
+                "family": "linear_regression",
+                "config": {"dim": 2.0},
+                "columns": [0, 2.0],
+            }
+        ],
+    }
     response = httpx.post(f"{server.url}/v1/comparisons", json=body)
     assert response.status_code == 201, response.text
     (model,) = response.json()["models"]

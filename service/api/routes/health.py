@@ -18,8 +18,11 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None, responses={
-    200: {"model": Status, "description": "Redis answers"}, **error_responses(503)})
+@router.get(
+    "/readyz",
+    response_model=None,
+    responses={200: {"model": Status, "description": "Redis answers"}, **error_responses(503)},
+)
 async def readyz(store: StoreDep) -> dict[str, str] | Response:
     try:
         await store.client.ping()
@@ -28,11 +31,17 @@ async def readyz(store: StoreDep) -> dict[str, str] | Response:
     return {"status": "ready"}
 
 
-@router.get("/metrics", response_class=Response, responses={
-    **error_responses(503),
-    200: {"description": "Prometheus text exposition format",
-          "content": {"text/plain": {"schema": {"type": "string"}}}},
-})
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        **error_responses(503),
+        200: {
+            "description": "Prometheus text exposition format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+    },
+)
 async def metrics(store: StoreDep, registry: MetricsDep) -> Response:
     registry.queue_depth.clear()
     for cid, depth in (await store.queue_depths()).items():
