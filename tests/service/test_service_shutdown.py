@@ -23,7 +23,7 @@ from service_server import free_port
 BIN = Path(sys.executable).parent
 SHUTDOWN_TIMEOUT = 2.0
 REDIS_SHUTDOWN = 3.0  # margin for the embedded Redis' own shutdown on a loaded machine
-CHUNKS = 40
+CHUNKS = 20
 
 
 def start(data_dir: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
