@@ -29,10 +29,7 @@ def build_model(family: str, **config: object) -> Model:
         raise ModelConfigError(
             f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}"
         ) from None
-    try:
-        return cls(**config)  # type: ignore[arg-type]
-    except TypeError as exc:
-        raise ModelConfigError(f"bad configuration for {family}: {exc}") from None
+    return cls(**cls.Config.checked(**config).model_dump())
 
 
 __all__ = [

@@ -11,29 +11,17 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import Tensor
 
+if TYPE_CHECKING:
+    from models.config import FamilyConfig
+
 
 class ModelConfigError(ValueError):
     """A model was configured with values it cannot work with."""
-
-
-def require_positive_int(name: str, value: int, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ModelConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
-    return value
-
-
-def require_positive_float(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ModelConfigError(f"{name} must be a number, got {value!r}")
-    value = float(value)
-    if not (value > 0.0 and value < float("inf")):
-        raise ModelConfigError(f"{name} must be positive and finite, got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -54,6 +42,9 @@ class Model(ABC):
     """A Bayesian model: prior and likelihood over unconstrained parameters."""
 
     family: ClassVar[str]
+    # The family's settings record (models/config.py): the constructor validates its arguments
+    # with it, and the service publishes its JSON schema.
+    Config: ClassVar[type[FamilyConfig]]
     param_dim: int
     input_dim: int
     has_target: bool

@@ -11,7 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.base import ConjugateModel, Model, Prediction, require_positive_float
+from models.base import ConjugateModel, Model, Prediction
+from models.config import FamilyConfig, scale
 from models.gamma_poisson import sample_log_gamma
 from models.weighting import normalized_weights
 
@@ -21,12 +22,19 @@ def log_beta(a: Tensor | float, b: Tensor | float) -> Tensor:
     return torch.lgamma(a) + torch.lgamma(b) - torch.lgamma(a + b)
 
 
+class BetaBernoulliConfig(FamilyConfig):
+    alpha: float = scale(1.0, "α of the Beta(α, β) prior on p (prior successes)")
+    beta: float = scale(1.0, "β of the Beta(α, β) prior on p (prior failures)")
+
+
 class BetaBernoulli(Model, ConjugateModel):
     family: ClassVar[str] = "beta_bernoulli"
+    Config: ClassVar[type[FamilyConfig]] = BetaBernoulliConfig
 
     def __init__(self, alpha: float = 1.0, beta: float = 1.0) -> None:
-        self.alpha = require_positive_float("alpha", alpha)
-        self.beta = require_positive_float("beta", beta)
+        config = BetaBernoulliConfig.checked(alpha=alpha, beta=beta)
+        self.alpha = config.alpha
+        self.beta = config.beta
         self.param_dim = 1
         self.input_dim = 0
         self.has_target = True

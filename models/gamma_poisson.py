@@ -12,7 +12,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from models.base import ConjugateModel, Model, Prediction, require_positive_float
+from models.base import ConjugateModel, Model, Prediction
+from models.config import FamilyConfig, scale
 from models.weighting import normalized_weights, weighted_mean_and_variance
 
 
@@ -40,12 +41,19 @@ def require_counts(family: str, y: Tensor | None) -> Tensor:
     return y
 
 
+class GammaPoissonConfig(FamilyConfig):
+    shape: float = scale(1.0, "a: shape of the Gamma(a, b) prior on the rate λ")
+    rate: float = scale(1.0, "b: rate of the Gamma(a, b) prior on the rate λ")
+
+
 class GammaPoisson(Model, ConjugateModel):
     family: ClassVar[str] = "gamma_poisson"
+    Config: ClassVar[type[FamilyConfig]] = GammaPoissonConfig
 
     def __init__(self, shape: float = 1.0, rate: float = 1.0) -> None:
-        self.shape = require_positive_float("shape", shape)
-        self.rate = require_positive_float("rate", rate)
+        config = GammaPoissonConfig.checked(shape=shape, rate=rate)
+        self.shape = config.shape
+        self.rate = config.rate
         self.param_dim = 1
         self.input_dim = 0
         self.has_target = True

@@ -15,9 +15,11 @@ import math
 from typing import Any, ClassVar
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
-from models.base import Model, Prediction, require_positive_int
+from models.base import Model, Prediction
+from models.config import MAX_COMPONENTS, FamilyConfig, Integer, input_dim
 from models.gamma_poisson import sample_log_gamma
 from models.weighting import weighted_log_mean_exp
 
@@ -26,13 +28,25 @@ VARIANCE_SCALE = 1.0
 MEAN_VARIANCE_RATIO = 4.0
 
 
+class GaussianMixtureConfig(FamilyConfig):
+    dim: Integer = input_dim()
+    components: Integer = Field(
+        ge=1,
+        le=MAX_COMPONENTS,
+        description=f"K: mixture components (at most {MAX_COMPONENTS}: the K! relabelings of the "
+        "components are enumerated)",
+    )
+
+
 class GaussianMixture(Model):
     family: ClassVar[str] = "gaussian_mixture"
+    Config: ClassVar[type[FamilyConfig]] = GaussianMixtureConfig
 
     def __init__(self, dim: int, components: int) -> None:
-        self.input_dim = require_positive_int("dim", dim)
-        self.components = require_positive_int("components", components)
-        self.param_dim = (components - 1) + 2 * components * dim
+        config = GaussianMixtureConfig.checked(dim=dim, components=components)
+        self.input_dim = config.dim
+        self.components = config.components
+        self.param_dim = (config.components - 1) + 2 * config.components * config.dim
         self.has_target = False
 
     def config(self) -> dict[str, Any]:

@@ -13,13 +13,8 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from models.base import (
-    ConjugateModel,
-    Model,
-    Prediction,
-    require_positive_float,
-    require_positive_int,
-)
+from models.base import ConjugateModel, Model, Prediction
+from models.config import FamilyConfig, Integer, input_dim, scale
 from models.weighting import normalized_weights, weighted_mean_and_variance
 
 
@@ -48,14 +43,22 @@ def gaussian_predictive_terms(stats: dict[str, Tensor], phi: Tensor) -> tuple[Te
     return mean, spread
 
 
+class LinearRegressionConfig(FamilyConfig):
+    dim: Integer = input_dim(minimum=0)
+    noise_std: float = scale(1.0, "σ: standard deviation of the observation noise ε")
+    prior_std: float = scale(1.0, "τ: prior standard deviation of every weight and the bias")
+
+
 class LinearRegression(Model, ConjugateModel):
     family: ClassVar[str] = "linear_regression"
+    Config: ClassVar[type[FamilyConfig]] = LinearRegressionConfig
 
     def __init__(self, dim: int, noise_std: float = 1.0, prior_std: float = 1.0) -> None:
-        self.input_dim = require_positive_int("dim", dim, minimum=0)
-        self.noise_std = require_positive_float("noise_std", noise_std)
-        self.prior_std = require_positive_float("prior_std", prior_std)
-        self.param_dim = dim + 1
+        config = LinearRegressionConfig.checked(dim=dim, noise_std=noise_std, prior_std=prior_std)
+        self.input_dim = config.dim
+        self.noise_std = config.noise_std
+        self.prior_std = config.prior_std
+        self.param_dim = config.dim + 1
         self.has_target = True
 
     def config(self) -> dict[str, Any]:

@@ -16,20 +16,23 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from models.base import (
-    ConjugateModel,
-    Model,
-    Prediction,
-    require_positive_float,
-    require_positive_int,
-)
+from models.base import ConjugateModel, Model, Prediction
+from models.config import FamilyConfig, Integer, input_dim, scale
 from models.gamma_poisson import sample_log_gamma
 from models.linear_regression import design, gaussian_predictive_terms, regression_inputs
 from models.weighting import normalized_weights, weighted_mean_and_variance
 
 
+class LinearRegressionUnknownNoiseConfig(FamilyConfig):
+    dim: Integer = input_dim(minimum=0)
+    prior_std: float = scale(1.0, "τ: prior standard deviation of weights and bias, in units of σ")
+    noise_shape: float = scale(1.0, "a₀: shape of the inverse-gamma prior on the noise variance σ²")
+    noise_scale: float = scale(1.0, "b₀: scale of the inverse-gamma prior on the noise variance σ²")
+
+
 class LinearRegressionUnknownNoise(Model, ConjugateModel):
     family: ClassVar[str] = "linear_regression_unknown_noise"
+    Config: ClassVar[type[FamilyConfig]] = LinearRegressionUnknownNoiseConfig
 
     def __init__(
         self,
@@ -38,11 +41,14 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         noise_shape: float = 1.0,
         noise_scale: float = 1.0,
     ) -> None:
-        self.input_dim = require_positive_int("dim", dim, minimum=0)  # 0: the normal model
-        self.prior_std = require_positive_float("prior_std", prior_std)
-        self.noise_shape = require_positive_float("noise_shape", noise_shape)
-        self.noise_scale = require_positive_float("noise_scale", noise_scale)
-        self.param_dim = dim + 2
+        config = LinearRegressionUnknownNoiseConfig.checked(
+            dim=dim, prior_std=prior_std, noise_shape=noise_shape, noise_scale=noise_scale
+        )
+        self.input_dim = config.dim
+        self.prior_std = config.prior_std
+        self.noise_shape = config.noise_shape
+        self.noise_scale = config.noise_scale
+        self.param_dim = config.dim + 2
         self.has_target = True
 
     def config(self) -> dict[str, Any]:

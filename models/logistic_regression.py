@@ -12,20 +12,29 @@ from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from torch import Tensor
 
-from models.base import Model, Prediction, require_positive_int
+from models.base import Model, Prediction
+from models.config import MAX_CLASSES, FamilyConfig, Integer, input_dim
 from models.linear_regression import design, regression_inputs
 from models.weighting import normalized_weights
 
 
+class LogisticRegressionConfig(FamilyConfig):
+    dim: Integer = input_dim(minimum=0)
+    classes: Integer = Field(2, ge=2, le=MAX_CLASSES, description="K: labels are 0, 1, …, K − 1")
+
+
 class LogisticRegression(Model):
     family: ClassVar[str] = "logistic_regression"
+    Config: ClassVar[type[FamilyConfig]] = LogisticRegressionConfig
 
     def __init__(self, dim: int, classes: int = 2) -> None:
-        self.input_dim = require_positive_int("dim", dim, minimum=0)
-        self.classes = require_positive_int("classes", classes, minimum=2)
-        self.param_dim = classes * (dim + 1)
+        config = LogisticRegressionConfig.checked(dim=dim, classes=classes)
+        self.input_dim = config.dim
+        self.classes = config.classes
+        self.param_dim = config.classes * (config.dim + 1)
         self.has_target = True
 
     def config(self) -> dict[str, Any]:

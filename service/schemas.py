@@ -1,16 +1,24 @@
-"""Request and stored shapes. A model's config is validated by building the model; the estimator
-settings by building the estimator for every model."""
+"""Request and stored shapes. Requests are strict JSON: a number is never a string or a boolean
+(``Integer`` accepts 3.0 as 3, as JSON Schema does). A model's config is its family's record
+(``models.config``); the estimator settings are validated by building the estimator for every
+model."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model, model_validator
 
 from estimators import EstimatorConfigError, build_estimator
-from models import Model, ModelConfigError, build_model
+from models import FAMILIES, Model, build_model
+from models.config import FamilyConfig, Integer, integral
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
+# Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
+# would turn a model's evidence into -inf: refused at the door instead of dead-lettered.
+MAX_ABS_VALUE = 1e100
+STRICT_JSON = ConfigDict(extra="forbid", strict=True)
+NonNegative = Annotated[int, Field(ge=0), BeforeValidator(integral)]
 
 
 class EstimatorIn(BaseModel):
@@ -24,42 +32,41 @@ class EstimatorIn(BaseModel):
         return dict(self.model_extra or {})
 
 
-class ModelIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    name: str = Field(pattern=NAME_PATTERN)
+class BaseModelIn(BaseModel):
+    """A model of a comparison: ``family`` picks the shape of ``config`` (one variant per family
+    of ``models.FAMILIES``, below)."""
+
+    model_config = STRICT_JSON
+    name: str = Field(pattern=NAME_PATTERN, description="unique within the comparison")
     family: str
-    config: dict[str, Any] = Field(default_factory=dict)
-    columns: list[int] | None = None  # indices of x the model reads; default the first input_dim
-    prior_probability: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    config: FamilyConfig
+    columns: list[NonNegative] | None = Field(
+        default=None,
+        description="indices of the columns of x this model reads, one per config.dim; "
+        "default: the first dim columns",
+    )
+    prior_probability: float | None = Field(
+        default=None, gt=0, le=1, allow_inf_nan=False,
+        description="prior model probability; models without one share what is left equally",
+    )
 
-    @field_validator("config")
+    @model_validator(mode="before")
     @classmethod
-    def _columns_beside(cls, config: dict[str, Any]) -> dict[str, Any]:
-        if "columns" in config:
+    def _columns_beside_config(cls, data: Any) -> Any:
+        config = data.get("config") if isinstance(data, dict) else None
+        if isinstance(config, dict) and "columns" in config:
             raise ValueError('"columns" goes beside "config", not inside it: {"name": …, '
-                             '"family": …, "config": {"dim": 2}, "columns": [0, 3]}')
-        return config
-
-    @field_validator("config")
-    @classmethod
-    def _representable(cls, config: dict[str, Any]) -> dict[str, Any]:
-        """Scales outside ±[1e-100, 1e100] overflow float64 once squared or inverted."""
-        for key, value in config.items():
-            if isinstance(value, float) and value and not 1e-100 <= abs(value) <= 1e100:
-                raise ValueError(f"config {key!r} = {value:g} is outside ±[1e-100, 1e100]")
-        return config
+                             '"family": …, "config": {…}, "columns": [0, 2]}')
+        return data
 
     def build(self) -> Model:
-        try:
-            return build_model(self.family, **self.config)
-        except ModelConfigError as exc:
-            raise ValueError(f"model {self.name!r}: {exc}") from None
+        return build_model(self.family, **self.config.model_dump())
 
     def spec(self, prior_weight: float) -> ModelSpec:
         model = self.build()
         check_size(self.name, model.param_dim, 1)  # before anything is sized by the model
         columns = list(range(model.input_dim)) if self.columns is None else self.columns
-        if len(columns) != model.input_dim or any(c < 0 for c in columns):
+        if len(columns) != model.input_dim:
             raise ValueError(
                 f"model {self.name!r} reads {model.input_dim} columns of x, got columns {columns}"
             )
@@ -72,13 +79,42 @@ class ModelIn(BaseModel):
         )
 
 
+def _family_model_in(family: str, cls: type[Model]) -> type[BaseModelIn]:
+    """The request shape of one family: ``family`` fixed, ``config`` its record (``{}`` may be
+    left out when every setting has a default)."""
+    record = cls.Config
+    optional = not any(field.is_required() for field in record.model_fields.values())
+    config = Field(default_factory=record) if optional else Field()
+    return create_model(
+        f"{cls.__name__}In",
+        __base__=BaseModelIn,
+        __doc__=f"A {family} model; its settings go in ``config``.",
+        family=(Literal[family], Field()),  # type: ignore[valid-type]
+        config=(record, config),
+    )
+
+
+# Discriminated on ``family``: one variant per registered family, so a new family's record is in
+# the API (and its OpenAPI schema) as soon as it is in models.FAMILIES.
+ModelIn = Annotated[
+    Union[tuple(_family_model_in(f, c) for f, c in FAMILIES.items())],  # type: ignore[valid-type]  # noqa: UP007
+    Field(discriminator="family"),
+]
+
+
 class ComparisonIn(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(**STRICT_JSON, json_schema_extra={"examples": [{
+        "name": "housing", "seed": 0, "estimator": {"method": "sgais", "particles": 64},
+        "models": [{"name": "small", "family": "linear_regression", "config": {"dim": 1}},
+                   {"name": "large", "family": "linear_regression", "config": {"dim": 2}}],
+    }]})
     name: str = Field(min_length=1, max_length=200)
-    seed: int = 0
-    models: list[ModelIn] = Field(min_length=1)
+    seed: Integer = Field(default=0, description="all randomness derives from it")
+    models: list[ModelIn] = Field(min_length=1, description="names unique")
     estimator: EstimatorIn = Field(default_factory=EstimatorIn)
-    x_dim: int | None = Field(default=None, ge=0)  # columns of x per row; default: what models read
+    x_dim: NonNegative | None = Field(
+        default=None,
+        description="numbers per row of x; default: up to the last column a model reads")
 
     @model_validator(mode="after")
     def _names_unique(self) -> ComparisonIn:
@@ -150,7 +186,7 @@ def check_size(name: str, parameters: int, particles: int) -> None:
                          f"exceed the service limit of {MAX_STATE_VALUES} values")
 
 
-def prior_weights(models: list[ModelIn], existing: list[float]) -> list[float]:
+def prior_weights(models: list[BaseModelIn], existing: list[float]) -> list[float]:
     """Given probabilities as they are; the rest share what is left equally (uniform default).
 
     For a model added later without one, the mean of the existing weights (an equal share).
@@ -187,14 +223,26 @@ def comparison_spec(request: ComparisonIn, cid: str, created_at: float) -> Compa
     return spec
 
 
-class ChunkIn(BaseModel):
-    """Rows of data: ``x`` (rows × columns) and ``y``; ``x`` is left out when no model reads it."""
+Value = Annotated[float, Field(ge=-MAX_ABS_VALUE, le=MAX_ABS_VALUE)]
+# Rows of x: as many numbers as the comparison's x_dim (what the schema cannot say: it depends
+# on the comparison, so a chunk of another width gets 422).
+Rows = Annotated[list[Annotated[list[Value], Field(min_length=1)]], Field(min_length=1)]
+# Query rows: the same, or ``[]`` per row when no model reads x.
+QueryRows = Annotated[list[list[Value]], Field(min_length=1)]
 
-    x: list[list[float]] | None = None
-    y: list[float] | None = None
+
+class ChunkIn(BaseModel):
+    """Rows of data: ``x`` (rows × x_dim) and ``y`` (one per row); ``x`` is left out when no
+    model reads it, ``y`` when no model has a target."""
+
+    model_config = STRICT_JSON
+    x: Rows | None = None
+    y: Annotated[list[Value], Field(min_length=1)] | None = None
 
 
 class PredictIn(BaseModel):
-    """Query rows; left out when no model reads x (one predictive row)."""
+    """Query rows of x_dim numbers; when no model reads x, ``[[]]`` per predictive row (one
+    row when left out)."""
 
-    x: list[list[float]] | None = None
+    model_config = STRICT_JSON
+    x: QueryRows | None = None

@@ -111,8 +111,9 @@ def _family_tables() -> dict[str, list[tuple[str, str, str]]]:
 
 
 def test_model_family_tables_match_the_code() -> None:
-    """Every family is documented with exactly its constructor's keys and defaults, and the
-    smallest integer each table allows is the smallest the code accepts."""
+    """Every family is documented with exactly its constructor's keys and defaults, and each
+    integer's range in the table is the range its config record accepts (one step outside is
+    refused)."""
     tables = _family_tables()
     assert set(tables) == set(FAMILIES)
     for family, rows in tables.items():
@@ -120,14 +121,18 @@ def test_model_family_tables_match_the_code() -> None:
         code = {name: "required" if p.default is p.empty else f"`{p.default!r}`"
                 for name, p in parameters.items() if name != "self"}
         assert {key: default for key, _, default in rows} == code, family
-        minimum = {key: int(m.group(1)) for key, kind, _ in rows
-                   if (m := re.fullmatch(r"integer ≥ (\d+)", kind))}
-        assert set(minimum) | {k for k, kind, _ in rows if kind == "number > 0"} == set(code)
-        valid = {key: minimum.get(key, 1.0) for key in code}
+        ranges = {key: (int(m.group(1)), int(m.group(2).replace(",", ""))) for key, kind, _ in rows
+                  if (m := re.fullmatch(r"integer (\d+)–([\d,]+)", kind))}
+        assert set(ranges) | {k for k, kind, _ in rows if kind == "number > 0"} == set(code)
+        schema = FAMILIES[family].Config.model_json_schema()["properties"]
+        for key, (low, high) in ranges.items():
+            assert (schema[key]["minimum"], schema[key]["maximum"]) == (low, high), (family, key)
+        valid = {key: ranges.get(key, (1.0,))[0] for key in code}
         FAMILIES[family](**valid)
-        for key, smallest in minimum.items():
-            with pytest.raises(ModelConfigError):
-                FAMILIES[family](**{**valid, key: smallest - 1})
+        for key, (low, high) in ranges.items():
+            for outside in (low - 1, high + 1):
+                with pytest.raises(ModelConfigError):
+                    FAMILIES[family](**{**valid, key: outside})
 
 
 def test_settings_table_matches_the_defaults() -> None:

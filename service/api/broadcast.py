@@ -1,7 +1,8 @@
 """Relays published evidence updates to this process's websockets and waiting requests.
 
 One pattern subscription per API process; each local subscriber keeps only the newest update
-(a slow client skips intermediate versions instead of building a backlog).
+(a slow client skips intermediate versions instead of building a backlog). When the server shuts
+down, ``close`` ends every wait at once (``Closing``).
 """
 
 from __future__ import annotations
@@ -20,11 +21,20 @@ from service.store.keys import comparison_id_from_channel, updates_pattern
 log = logging.getLogger("modelcompare.broadcast")
 
 
+class Closing(Exception):
+    """The server is shutting down: stop waiting for updates."""
+
+
 class Subscription:
-    def __init__(self) -> None:
+    def __init__(self, closed: bool = False) -> None:
         self.latest: dict[str, Any] | None = None
         self.deleted = False
+        self.closed = closed
         self._event = asyncio.Event()
+
+    def close(self) -> None:
+        self.closed = True
+        self._event.set()
 
     def offer(self, payload: dict[str, Any]) -> None:
         if payload.get("deleted"):
@@ -34,8 +44,11 @@ class Subscription:
         self._event.set()
 
     async def next(self, after_version: int, timeout: float | None = None) -> dict[str, Any] | None:
-        """The newest update with a version above ``after_version``; None when deleted."""
+        """The newest update with a version above ``after_version``; None when deleted;
+        ``TimeoutError`` after ``timeout`` seconds, ``Closing`` when the server shuts down."""
         while True:
+            if self.closed:
+                raise Closing
             if self.deleted:
                 return None
             if self.latest is not None and self.latest["version"] > after_version:
@@ -51,6 +64,7 @@ class Broadcaster:
         self._subscribers: dict[str, set[Subscription]] = {}
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
+        self.closed = False
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._listen())
@@ -62,9 +76,16 @@ class Broadcaster:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
 
+    def close(self) -> None:
+        """End every wait, now and from now on (shutdown has begun)."""
+        self.closed = True
+        for subscribers in self._subscribers.values():
+            for subscription in subscribers:
+                subscription.close()
+
     @contextlib.contextmanager
     def subscribe(self, cid: str) -> Iterator[Subscription]:
-        subscription = Subscription()
+        subscription = Subscription(closed=self.closed)
         self._subscribers.setdefault(cid, set()).add(subscription)
         try:
             yield subscription

@@ -1,8 +1,9 @@
-"""Request bodies in: the size limit, and parsing and validating a chunk (shape, finiteness,
-limits, every model's support)."""
+"""Request bodies in: the size limit, the media type, and parsing and validating a chunk (shape,
+finiteness, limits, every model's support)."""
 
 from __future__ import annotations
 
+import email.message
 import json
 from typing import Any
 
@@ -10,17 +11,14 @@ import numpy as np
 import torch
 from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from estimators import Rows
 from service.api.errors import ApiError, error_response
-from service.schemas import ComparisonSpec
+from service.schemas import MAX_ABS_VALUE, ComparisonSpec
 from service.store.codec import encode_block
 from service.validation import first_refusal
-
-# Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
-# would turn a model's evidence into -inf: refused here instead of dead-lettered by the worker.
-MAX_ABS_VALUE = 1e100
 
 
 def _invalid(message: str, details: Any = None) -> ApiError:
@@ -62,6 +60,28 @@ class BodyLimit:
             return message
 
         await self.app(scope, limited, send)
+
+
+def is_json(content_type: str | None) -> bool:
+    """``application/json`` or a ``+json`` type, parameters (charset) aside."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json"))
+
+
+async def json_body(request: Request) -> None:
+    """Dependency of the routes that take a JSON body: 415 for a body of another media type (or
+    of none), before anything reads it as JSON."""
+    content_type = request.headers.get("content-type")
+    if not is_json(content_type) and await request.body():
+        got = content_type or "no Content-Type"
+        raise ApiError(415, "unsupported_media_type",
+                       f"the body must be application/json, got {got}",
+                       {"content_type": content_type})
 
 
 def _array(values: Any, ndim: int, name: str) -> np.ndarray | None:

@@ -5,26 +5,27 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
 
 import redis
 import redis.asyncio as aioredis
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from service.api import errors
+from service.api import errors, openapi
 from service.api.broadcast import Broadcaster
-from service.api.deps import authorize, protected
+from service.api.deps import authorize
 from service.api.ingest import BodyLimit
 from service.api.routes import (
     comparisons,
     dashboard,
     data,
     dead_letters,
+    docs,
     expectation,
     health,
     stream,
 )
+from service.api.shutdown import Shutdown
 from service.core.config import Settings
 from service.core.security import Keyring
 from service.embedded import EmbeddedRedis
@@ -51,8 +52,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.store = Comparisons(client, settings.key_prefix, settings.idempotency_ttl)
             app.state.broadcaster = Broadcaster(client, settings.key_prefix)
             await app.state.broadcaster.start()
+            app.state.shutdown.on_begin(app.state.broadcaster.close)
             if settings.runs_worker_inline:
-                stack.enter_context(_inline_worker(url, settings, app.state.metrics))
+                stack.enter_context(
+                    _inline_worker(url, settings, app.state.metrics, app.state.shutdown)
+                )
             try:
                 yield
             finally:
@@ -65,51 +69,45 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Streaming online Bayesian model comparison: running log evidence, "
         "posterior model probabilities and BMA predictions.",
         lifespan=lifespan,
+        docs_url=None,  # served from bundled assets by routes/docs.py
+        redoc_url=None,
+        generate_unique_id_function=openapi.operation_id,
     )
     errors.install(app)
+    app.state.shutdown = Shutdown(settings.shutdown_timeout)
     app.state.keyring = Keyring(settings.api_keys) if settings.api_keys else None
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
     if settings.cors_origins:
-        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                           allow_methods=["GET", "POST", "DELETE"],
-                           allow_headers=["Authorization", "Content-Type", "Idempotency-Key"])
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
+        )
     # Every router gets the API-key check (deps.authorize); it leaves public paths alone.
-    for module in (comparisons, data, stream, health, dead_letters, dashboard, expectation):
+    for module in (comparisons, data, stream, health, dead_letters, dashboard, docs, expectation):
         app.include_router(module.router, dependencies=[Depends(authorize)])
-    if app.state.keyring is not None:
-        _document_bearer_keys(app)
+    openapi.install(app, api_keys=app.state.keyring is not None)
     return app
 
 
-def _document_bearer_keys(app: FastAPI) -> None:
-    """Declare the bearer key on the protected operations of the OpenAPI schema, so /docs has
-    an "Authorize" button and generated clients send the header."""
-    generate = app.openapi
-
-    def schema() -> dict[str, Any]:
-        if app.openapi_schema is None:
-            document = generate()  # FastAPI keeps it as app.openapi_schema
-            document.setdefault("components", {})["securitySchemes"] = {
-                "apiKey": {"type": "http", "scheme": "bearer"}}
-            for path, item in document["paths"].items():
-                for operation in item.values() if protected(path) else ():
-                    operation["security"] = [{"apiKey": []}]
-        return app.openapi_schema
-
-    app.openapi = schema  # type: ignore[method-assign]
-
-
 @contextlib.contextmanager
-def _inline_worker(url: str, settings: Settings, metrics: Metrics) -> Iterator[Worker]:
+def _inline_worker(
+    url: str, settings: Settings, metrics: Metrics, shutdown: Shutdown
+) -> Iterator[Worker]:
+    """A worker thread; it stops when shutdown begins and is waited for until its deadline (a
+    daemon thread: the process may exit during an update, recomputed on the next start)."""
     client = redis.Redis.from_url(url)
     stop = threading.Event()
+    shutdown.on_begin(stop.set)
     worker = Worker(client, settings, metrics=metrics)
-    thread = threading.Thread(target=worker.run, args=(stop,), name="modelcompare-worker",
-                              daemon=True)
+    thread = threading.Thread(
+        target=worker.run, args=(stop,), name="modelcompare-worker", daemon=True
+    )
     thread.start()
     try:
         yield worker
     finally:
         stop.set()
-        thread.join(timeout=30)
+        thread.join(timeout=shutdown.remaining())
         client.close()

@@ -34,15 +34,13 @@ def free_data_folder(folder: Path) -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    import uvicorn
-
     from service.api.main import create_app
+    from service.api.shutdown import serve as serve_app
 
     loaded = settings(args)
     if loaded.redis_url is None:
         free_data_folder(loaded.data_dir)
-    uvicorn.run(create_app(loaded), host=loaded.host, port=loaded.port,
-                log_level=args.log_level)
+    serve_app(create_app(loaded), loaded.host, loaded.port, args.log_level)
 
 
 def worker(args: argparse.Namespace) -> None:

@@ -27,6 +27,9 @@ class Settings(BaseSettings):
     max_rows: int = Field(default=100_000, ge=1)
     max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     wait_timeout: float = Field(default=30.0, gt=0)
+    # `modelcompare serve` exits within this many seconds of SIGTERM (service/api/shutdown.py),
+    # plus the embedded Redis' own shutdown.
+    shutdown_timeout: float = Field(default=5.0, gt=0)
     idempotency_ttl: float = Field(default=24 * 3600.0, gt=0)
     lease_ttl: float = Field(default=30.0, gt=0)  # a worker's hold on one comparison
     poll_interval: float = Field(default=0.5, gt=0)

@@ -120,7 +120,7 @@ def test_predict_adds_noise_to_particle_spread(generator: torch.Generator) -> No
     [
         {"dim": -2},
         {"dim": True},
-        {"dim": 2.0},
+        {"dim": 2.5},
         {"dim": 2, "noise_std": 0.0},
         {"dim": 2, "noise_std": -1.0},
         {"dim": 2, "noise_std": float("nan")},

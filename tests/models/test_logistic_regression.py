@@ -139,7 +139,7 @@ def test_validate_accepts_good_labels_and_checks_shapes() -> None:
         {"dim": 2, "classes": 1},
         {"dim": 2, "classes": 0},
         {"dim": 2, "classes": True},
-        {"dim": 2, "classes": 2.0},
+        {"dim": 2, "classes": 2.5},
     ],
 )
 def test_bad_config_raises(config: dict) -> None:

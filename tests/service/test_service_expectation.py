@@ -85,7 +85,8 @@ def test_expectation_errors(start_server: StartServer) -> None:
         url = f"/v1/comparisons/{cid}/expectation"
         assert_error(client.post("/v1/comparisons/nope/expectation",
                                  json={"model": "known", "functional": "mean"}), 404)
-        assert_error(client.post(url, json={"model": "nope", "functional": "mean"}), 404)
+        assert_error(client.post(url, json={"model": "nope", "functional": "mean"}), 422,
+                     "unknown_model")
         bad = [
             {"model": "known", "functional": "median"},
             {"model": "known", "functional": "predictive"},  # needs x

@@ -6,12 +6,14 @@ import time
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
 from estimators import state_to_bytes
 from service.api.deps import AccessDep, StoreDep
-from service.api.errors import ApiError, not_found
+from service.api.errors import ApiError, error_responses, not_found
+from service.api.ingest import json_body
+from service.api.responses import ComparisonList, ComparisonOut, ModelAdded, returns
 from service.engine import Runner
 from service.evidence import evidence_body, model_summaries
 from service.schemas import ComparisonIn, ComparisonSpec, ModelIn, comparison_spec, prior_weights
@@ -62,7 +64,8 @@ def _invalid(exc: ValueError) -> ApiError:
     return ApiError(422, "invalid_request", str(exc))
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, **returns(ComparisonOut), dependencies=[Depends(json_body)],
+             responses=error_responses(400, 413, 415, 422, 503))
 async def create_comparison(body: ComparisonIn, store: StoreDep) -> dict[str, Any]:
     try:
         spec = comparison_spec(body, uuid.uuid4().hex, time.time())
@@ -76,7 +79,7 @@ async def create_comparison(body: ComparisonIn, store: StoreDep) -> dict[str, An
     return describe(Meta(spec, 0, 0, 0))
 
 
-@router.get("")
+@router.get("", **returns(ComparisonList), responses=error_responses(503))
 async def list_comparisons(store: StoreDep, access: AccessDep) -> dict[str, Any]:
     """The comparisons the caller's API key may read (all of them when keys are off), newest
     first."""
@@ -92,18 +95,20 @@ async def list_comparisons(store: StoreDep, access: AccessDep) -> dict[str, Any]
     return {"comparisons": described}
 
 
-@router.get("/{cid}")
+@router.get("/{cid}", **returns(ComparisonOut), responses=error_responses(404, 503))
 async def get_comparison(cid: str, store: StoreDep) -> dict[str, Any]:
     return describe(await store.meta(cid))
 
 
-@router.delete("/{cid}", status_code=204)
+@router.delete("/{cid}", status_code=204, responses=error_responses(404, 503))
 async def delete_comparison(cid: str, store: StoreDep) -> Response:
     await store.delete(cid)
     return Response(status_code=204)
 
 
-@router.post("/{cid}/models", status_code=201)
+@router.post("/{cid}/models", status_code=201, **returns(ModelAdded),
+             dependencies=[Depends(json_body)],
+             responses=error_responses(400, 404, 409, 413, 415, 422, 503))
 async def add_model(cid: str, body: ModelIn, store: StoreDep) -> dict[str, Any]:
     """Add a model; when chunks were already applied it replays them before joining."""
     for _ in range(20):

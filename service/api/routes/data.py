@@ -7,24 +7,27 @@ import time
 from typing import Annotated, Any
 
 import torch
-from fastapi import APIRouter, Header, Request, Response
+from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
+from service.api.broadcast import Closing
 from service.api.deps import BroadcasterDep, MetricsDep, SettingsDep, StoreDep
-from service.api.errors import ApiError, not_found
-from service.api.ingest import parse_chunk, parse_query
+from service.api.errors import ApiError, error_responses, not_found
+from service.api.ingest import json_body, parse_chunk, parse_query
+from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights, returns
 from service.engine import Runner
 from service.evidence import mix, prediction_json
-from service.schemas import ChunkIn, PredictIn
+from service.schemas import PredictIn
 from service.store.codec import block_digest
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 
+# The body is parsed with numpy (ingest.parse_chunk), not by FastAPI: documented here.
 _CHUNK_BODY = {
     "requestBody": {
         "required": True,
-        "content": {"application/json": {"schema": ChunkIn.model_json_schema()}},
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChunkIn"}}},
     }
 }
 
@@ -33,7 +36,13 @@ _CHUNK_BODY = {
 TRACE_FIELDS = ("n_observations", "log_evidence", "log_evidence_stderr", "ess", "annealing_steps")
 
 
-@router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY)
+@router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY,
+             dependencies=[Depends(json_body)],
+             responses={
+                 202: {"model": ChunkAccepted, "description": "queued (or, with ?wait=true, not "
+                       "applied within wait_timeout: `processed` false)"},
+                 200: {"model": Evidence, "description": "?wait=true: applied; the evidence"},
+                 **error_responses(404, 409, 413, 415, 422, 503)})
 async def ingest_chunk(
     cid: str,
     request: Request,
@@ -71,7 +80,7 @@ async def ingest_chunk(
             try:
                 update = await subscription.next(evidence["version"],
                                                  max(deadline - time.monotonic(), 0.0))
-            except TimeoutError:
+            except (TimeoutError, Closing):  # not applied in time, or the server shuts down
                 return JSONResponse({**accepted, "processed": False}, status_code=202)
             if update is None:
                 raise not_found(cid)
@@ -82,13 +91,15 @@ async def ingest_chunk(
     return JSONResponse({**evidence, "duplicate": accepted["duplicate"]}, status_code=200)
 
 
-@router.get("/evidence")
+@router.get("/evidence", response_class=Response, responses={
+    200: {"model": Evidence, "description": "the newest committed evidence"},
+    **error_responses(404, 503)})
 async def get_evidence(cid: str, store: StoreDep) -> Response:
     """Per model: log_evidence, log_evidence_stderr, n_observations, ess, posterior_probability."""
     return Response(await store.evidence_raw(cid), media_type="application/json")
 
 
-@router.get("/weights")
+@router.get("/weights", **returns(Weights), responses=error_responses(404, 503))
 async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
     evidence = await store.evidence(cid)
     return {
@@ -98,7 +109,7 @@ async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
     }
 
 
-@router.get("/history")
+@router.get("/history", **returns(History), responses=error_responses(404, 503))
 async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     """Evidence trace per model, one point per applied chunk (for plots): n, log Z ± stderr,
     ESS and annealing steps per model, and the estimator time of each chunk (``points``).
@@ -114,7 +125,8 @@ async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     return {"models": models, "points": points}
 
 
-@router.post("/predict")
+@router.post("/predict", **returns(Prediction), dependencies=[Depends(json_body)],
+             responses=error_responses(400, 404, 413, 415, 422, 503))
 async def predict(cid: str, body: PredictIn, store: StoreDep) -> dict[str, Any]:
     """BMA predictive at ``x``: the mixture over models by posterior probability, and each part."""
     spec, evidence, states = await store.states(cid)

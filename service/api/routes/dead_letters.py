@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
 from service.api.deps import SettingsDep, StoreDep
-from service.api.errors import ApiError
+from service.api.errors import ApiError, error_responses
+from service.api.ingest import json_body
+from service.api.responses import DeadLetterList, Evidence, returns
 from service.store.dead_letters import DeadLetters, NotHalted, ResumeAction
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["dead letters"])
@@ -22,7 +24,8 @@ class ResumeIn(BaseModel):
     action: ResumeAction
 
 
-@router.get("/dead-letters")
+@router.get("/dead-letters", **returns(DeadLetterList),
+            responses=error_responses(404, 422, 503))
 async def list_dead_letters(
     cid: str, store: StoreDep, settings: SettingsDep,
     limit: int = Query(default=100, ge=1, le=10_000),
@@ -38,7 +41,8 @@ async def list_dead_letters(
     }
 
 
-@router.post("/resume")
+@router.post("/resume", **returns(Evidence), dependencies=[Depends(json_body)],
+             responses=error_responses(400, 404, 409, 413, 415, 422, 503))
 async def resume(cid: str, body: ResumeIn, store: StoreDep) -> dict[str, Any]:
     """Un-halt a comparison; returns the evidence body (status as it now stands)."""
     try:

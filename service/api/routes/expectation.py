@@ -7,16 +7,19 @@ import asyncio
 from typing import Any, Literal
 
 import torch
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimators import EstimatorError
 from estimators.history import cat_rows
 from estimators.rng import derive_generator
+from models.config import Integer
 from service.api.deps import StoreDep
-from service.api.errors import ApiError
-from service.api.ingest import parse_query
+from service.api.errors import ApiError, error_responses
+from service.api.ingest import json_body, parse_query
+from service.api.responses import ExpectationOut, returns
 from service.engine import Runner
+from service.schemas import STRICT_JSON, NonNegative, QueryRows
 from service.store.codec import decode_block
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
@@ -27,22 +30,26 @@ class ExpectationIn(BaseModel):
     defines it) or ``predictive`` at rows ``x``; ``repetitions`` R and truncation rate ``alpha``
     of P(T = t) ∝ 2^(−αt); ``seed`` null: derived from the comparison's seed and sequence."""
 
-    model_config = ConfigDict(extra="forbid")
-    model: str
+    model_config = ConfigDict(**STRICT_JSON, json_schema_extra={  # "predictive" needs rows x
+        "if": {"properties": {"functional": {"const": "predictive"}}, "required": ["functional"]},
+        "then": {"required": ["x"], "properties": {"x": {"type": "array"}}},
+    })
+    model: str = Field(description="a model of this comparison")
     functional: Literal["mean", "second_moment", "predictive"]
-    x: list[list[float]] | None = None
-    repetitions: int = Field(default=100, ge=1, le=10_000)
+    x: QueryRows | None = Field(default=None, description="query rows for predictive")
+    repetitions: Integer = Field(default=100, ge=1, le=10_000)
     alpha: float = Field(default=0.5, gt=0.0, lt=1.0)
-    seed: int | None = Field(default=None, ge=0, lt=2**63)
+    seed: NonNegative | None = None
 
 
-@router.post("/expectation")
+@router.post("/expectation", **returns(ExpectationOut), dependencies=[Depends(json_body)],
+             responses=error_responses(400, 404, 409, 413, 415, 422, 503))
 async def expectation(cid: str, body: ExpectationIn, store: StoreDep) -> dict[str, Any]:
     """Unbiased E[φ(θ) | all stored rows] for one model, averaged over R repetitions."""
     meta = await store.meta(cid)
     spec = meta.spec
     if body.model not in {m.name for m in spec.models}:
-        raise ApiError(404, "not_found", f"comparison {cid!r} has no model {body.model!r}",
+        raise ApiError(422, "unknown_model", f"comparison {cid!r} has no model {body.model!r}",
                        {"id": cid, "model": body.model})
     if body.functional == "predictive" and body.x is None:
         raise ApiError(422, "invalid_request", 'functional "predictive" needs x',

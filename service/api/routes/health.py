@@ -7,17 +7,22 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisError
 
 from service.api.deps import MetricsDep, StoreDep
-from service.api.errors import error_response
+from service.api.errors import error_response, error_responses
+from service.api.responses import Status
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Status)
 async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=None)
+@router.get(
+    "/readyz",
+    response_model=None,
+    responses={200: {"model": Status, "description": "Redis answers"}, **error_responses(503)},
+)
 async def readyz(store: StoreDep) -> dict[str, str] | Response:
     try:
         await store.client.ping()
@@ -26,7 +31,17 @@ async def readyz(store: StoreDep) -> dict[str, str] | Response:
     return {"status": "ready"}
 
 
-@router.get("/metrics")
+@router.get(
+    "/metrics",
+    response_class=Response,
+    responses={
+        **error_responses(503),
+        200: {
+            "description": "Prometheus text exposition format",
+            "content": {"text/plain": {"schema": {"type": "string"}}},
+        },
+    },
+)
 async def metrics(store: StoreDep, registry: MetricsDep) -> Response:
     registry.queue_depth.clear()
     for cid, depth in (await store.queue_depths()).items():

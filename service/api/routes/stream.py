@@ -1,4 +1,5 @@
-"""Websocket: a snapshot on connect, then the newest evidence after every commit."""
+"""Websocket: a snapshot on connect, then the newest evidence after every commit; closed with
+1012 (service restart: reconnect) when the server shuts down."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import json
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from service.api.broadcast import Closing
 from service.api.deps import BroadcasterDep, StoreDep
 from service.store.comparisons import NotFound
 
 router = APIRouter(tags=["stream"])
 
 CLOSE_NOT_FOUND = 4404
+CLOSE_SERVICE_RESTART = 1012
 
 
 @router.websocket("/v1/comparisons/{cid}/ws")
@@ -43,7 +46,11 @@ async def evidence_stream(
                 if receiver in done:
                     waiter.cancel()
                     return
-                update = waiter.result()
+                try:
+                    update = waiter.result()
+                except Closing:
+                    await websocket.close(code=CLOSE_SERVICE_RESTART)
+                    return
                 if update is None:
                     await websocket.send_json({"type": "deleted", "id": cid})
                     await websocket.close()

@@ -1,0 +1,156 @@
+"""Response bodies as the OpenAPI document declares them. Fields may be added, never renamed
+(DESIGN.md), so every body allows more properties than it lists; the listed ones are typed. A
+number the estimators cannot give (not yet computed, or not finite) is null."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class ModelOut(Body):
+    name: str
+    family: str
+    config: dict[str, Any] = Field(description="the family's settings, defaults filled in")
+    columns: list[int] = Field(description="the columns of x the model reads")
+    prior_probability: float
+
+
+class ComparisonOut(Body):
+    id: str
+    name: str
+    seed: int
+    created_at: float = Field(description="Unix time")
+    x_dim: int = Field(description="numbers per row of x")
+    has_y: bool = Field(description="whether chunks carry y")
+    estimator: dict[str, Any] = Field(description="method and settings")
+    models: list[ModelOut]
+    version: int
+    sequence: int = Field(description="chunks applied")
+    ingested: int = Field(description="chunks accepted")
+    status: Literal["ok", "degraded"]
+    status_reason: str | None
+
+
+class ComparisonList(Body):
+    comparisons: list[ComparisonOut]
+
+
+class ModelEvidence(Body):
+    name: str
+    family: str
+    log_evidence: float | None = Field(description="running log Z of the rows seen")
+    log_evidence_stderr: float | None
+    n_observations: int
+    ess: float | None = Field(description="effective sample size of the particles")
+    elbo: float | None = Field(description="MC-CAVI lower bound on log Z, where there is one")
+    catching_up: bool = Field(description="added mid-stream and still replaying the history")
+    failed: Any = Field(description="why this model stopped updating, or null")
+    prior_probability: float
+    posterior_probability: float | None = Field(
+        description="null while catching up or failed: not comparable yet"
+    )
+    info: dict[str, Any] | None = Field(description="the estimator's diagnostics of its last step")
+
+
+class Evidence(Body):
+    id: str
+    version: int = Field(description="rises with every commit")
+    sequence: int = Field(description="chunks applied")
+    n_observations: int
+    models: list[ModelEvidence]
+    last_error: dict[str, Any] | None
+    compute_seconds: float | None = Field(description="estimator time of the last step")
+    status: Literal["ok", "degraded"]
+    status_reason: str | None
+    skipped_chunks: int
+    halted_at: int | None = Field(description="sequence of the dead-lettered chunk halting it")
+
+
+class ChunkAccepted(Body):
+    sequence: int = Field(description="the chunk's sequence number")
+    rows: int
+    duplicate: bool = Field(description="this Idempotency-Key was already ingested")
+    processed: bool | None = Field(
+        default=None,
+        description="?wait=true only: false when not applied within wait_timeout or halted",
+    )
+    status: Literal["ok", "degraded"] | None = Field(default=None, description="when halted")
+    status_reason: str | None = Field(default=None, description="when halted")
+
+
+class ModelAdded(Body):
+    model: str
+    catching_up: bool = Field(description="true while it replays the stored history")
+    evidence: Evidence
+
+
+class Weights(Body):
+    weights: dict[str, float | None] = Field(description="posterior model probabilities")
+    version: int
+    sequence: int
+
+
+class Series(Body):
+    sequence: list[int]
+    n_observations: list[int]
+    log_evidence: list[float | None]
+    log_evidence_stderr: list[float | None]
+
+
+class History(Body):
+    models: dict[str, Series] = Field(description="per model, one point per applied chunk")
+    points: list[dict[str, Any]]
+
+
+class PredictiveSummary(Body):
+    mean: list[float] | None = None
+    variance: list[float] | None = None
+    probabilities: list[list[float]] | None = None
+    log_density: list[float] | None = None
+
+
+class ModelPrediction(PredictiveSummary):
+    name: str
+    posterior_probability: float | None
+    error: str | None = Field(default=None, description="why this model could not predict")
+
+
+class Prediction(Body):
+    version: int
+    mixture: PredictiveSummary | None = Field(description="the Bayesian model average")
+    models: list[ModelPrediction]
+
+
+class ExpectationOut(Body):
+    model: str
+    functional: Literal["mean", "second_moment", "predictive"]
+    estimate: list[float]
+    stderr: list[float]
+    repetitions: int
+    alpha: float
+    n_observations: int
+    rows_used: int
+    sequence: int
+
+
+class DeadLetterList(Body):
+    halted_at: int | None
+    policy: Literal["halt", "skip"]
+    max_attempts: int
+    dead_letters: list[dict[str, Any]]
+
+
+class Status(Body):
+    status: str
+
+
+def returns(model: type[BaseModel]) -> dict[str, Any]:
+    """Route arguments: answer with ``model``, validated, keys as the handler gave them (an
+    optional field the handler left out stays out)."""
+    return {"response_model": model, "response_model_exclude_unset": True}
