@@ -135,7 +135,7 @@ def main() -> int:
     parser.add_argument("--examples", type=int, default=300, help="max examples per operation")
     parser.add_argument("--seed", type=int, default=4242)
     parser.add_argument(
-        "--quick", action="store_true", help="30 examples; writes nothing unless --out is given"
+        "--quick", action="store_true", help="30 examples; writes under results/quick/"
     )
     parser.add_argument("--out", default=None, help="JSON path (default results/fuzz.json)")
     args = parser.parse_args()
@@ -182,27 +182,26 @@ def main() -> int:
         and not report["errors"]
         and all(phases[name] == "success" for name in PHASES.split(","))
     )
-    if args.out or not args.quick:
-        path = write_json(
-            "fuzz",
-            {
-                "environment": environment(1),
-                "command": " ".join(command[1:]).replace(str(config), "schemathesis.toml+live-ids"),
-                "schemathesis_version": report["schemathesis_version"],
-                "examples_per_operation": examples,
-                "seed": args.seed,
-                "seconds": seconds,
-                "test_cases": cases,
-                "phases": phases,
-                "failures": failures,
-                "errors": report["errors"],
-                "warnings": report["warnings"],
-                "valid_rates": report["valid_rates"],
-                "passed": ok,
-            },
-            args.out,
-        )
-        print(f"wrote {path}")
+    path = write_json(
+        "fuzz",
+        {
+            "environment": environment(1),
+            "command": " ".join(command[1:]).replace(str(config), "schemathesis.toml+live-ids"),
+            "schemathesis_version": report["schemathesis_version"],
+            "examples_per_operation": examples,
+            "seed": args.seed,
+            "seconds": seconds,
+            "test_cases": cases,
+            "phases": phases,
+            "failures": failures,
+            "errors": report["errors"],
+            "warnings": report["warnings"],
+            "valid_rates": report["valid_rates"],
+            "passed": ok,
+        },
+        args.out,
+    )
+    print(f"wrote {path}")
     return 0 if ok else 1
 
 

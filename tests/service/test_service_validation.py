@@ -195,5 +195,5 @@ def test_columns_inside_config_says_where_they_go(start_server: StartServer) -> 
         response = client.post("/v1/comparisons", json={"name": "bad", "models": [model]})
     assert_error(response, 422, "invalid_request")
     assert response.json()["error"]["message"] == (
-        'body.models.0.config: Value error, "columns" goes beside "config", not inside it: '
-        '{"name": …, "family": …, "config": {"dim": 2}, "columns": [0, 3]}')
+        'body.models.0.linear_regression: Value error, "columns" goes beside "config", not inside '
+        'it: {"name": …, "family": …, "config": {…}, "columns": [0, 2]}')
