@@ -6,6 +6,7 @@ import json
 import math
 import os
 import platform
+import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -39,7 +40,28 @@ def environment(threads: int) -> dict[str, Any]:
         "torch_threads": threads,
         "load_average": list(os.getloadavg()),
         "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        **source_tree(),
     }
+
+
+def source_tree() -> dict[str, Any]:
+    """The commit the figures came from, and whether the code differed from it (a result from
+    an uncommitted tree cannot be reproduced later). None outside a git checkout."""
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True,
+                                  text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    changes = git("status", "--porcelain", "--", "estimators", "models", "service", "benchmarks")
+    uncommitted = None if changes is None else any(
+        line.endswith(".py") for line in changes.splitlines()
+    )
+    return {"commit": commit, "uncommitted_code": uncommitted}
 
 
 def linear_stream(

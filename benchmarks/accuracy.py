@@ -33,7 +33,7 @@ from _common import (
 )
 
 from estimators import OnlineEvidence
-from estimators.rng import derive_seed
+from estimators.data.rng import derive_seed
 from models import LinearRegression
 
 INPUTS = 5

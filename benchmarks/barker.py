@@ -27,13 +27,13 @@ import torch
 from _common import environment, logistic_data, set_threads, table, verdict, write_json
 
 from estimators import EstimatorError, OnlineEvidence
-from estimators.barker import build_correction_table, max_cdf_gap
-from estimators.corrected_moves import corrected_sghmc_move
-from estimators.gradients import PastData, anchor_at, grad_log_target
-from estimators.history import Rows, RowsHistory
-from estimators.minibatch_target import MinibatchTarget
-from estimators.moves import particle_scale
-from estimators.rng import derive_seed
+from estimators.data.history import Rows, RowsHistory
+from estimators.data.rng import derive_seed
+from estimators.moves.barker import build_correction_table, max_cdf_gap
+from estimators.moves.corrected import corrected_sghmc_move
+from estimators.moves.minibatch_target import MinibatchTarget
+from estimators.online.target import PastData, anchor_at, grad_log_target
+from estimators.smc.covariance import particle_scale
 from models import LinearRegression, LogisticRegression, Model
 
 GAP_TARGET = 1e-3

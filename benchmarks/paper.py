@@ -63,8 +63,8 @@ from _common import (
 from scipy.special import ndtri
 
 from estimators import OnlineEvidence, Rows
-from estimators.batch import full_log_likelihood, full_log_likelihood_and_grad
-from estimators.rng import derive_generator, derive_seed
+from estimators.data.rng import derive_generator, derive_seed
+from estimators.references.batch import full_log_likelihood, full_log_likelihood_and_grad
 from models import GaussianMixture, LinearRegression, LogisticRegression, Model
 
 ONLINE = ("sgais", "sequential", "hybrid", "exact")
@@ -180,18 +180,21 @@ def run_reference(name: str, method: str, rows: Rows, args: Any) -> dict:
     else:
         extra: dict[str, float] = {}
         if method == "ais":
-            from estimators.ais import AISConfig, run_ais
+            from estimators.references.ais import AISSettings, run_ais
 
-            result = run_ais(model, rows, AISConfig(), generator)
+            result = run_ais(model, rows, AISSettings(), generator)
         elif method == "laplace_is":
-            from estimators.laplace_importance import LaplaceISConfig, run_laplace_is
+            from estimators.references.laplace_importance import (
+                LaplaceISSettings,
+                run_laplace_is,
+            )
 
-            found = run_laplace_is(model, rows, LaplaceISConfig(), generator)
+            found = run_laplace_is(model, rows, LaplaceISSettings(), generator)
             result, extra = found.evidence, {"ess": found.ess, "pareto_k": found.pareto_k}
         else:
-            from estimators.nested import NestedConfig, run_nested
+            from estimators.references.nested import NestedSettings, run_nested
 
-            config = NestedConfig(live_points=args.live_points)
+            config = NestedSettings(live_points=args.live_points)
             result = run_nested(model, rows, config, generator)
         out = {
             "log_z": result.log_evidence,

@@ -24,9 +24,13 @@ from typing import Any
 import torch
 from _common import environment, set_threads, table, verdict, write_json
 
-from estimators.history import Rows
-from estimators.partial_posteriors import ConjugatePath, debiased_expectation, expected_rows
-from estimators.posterior_functionals import Functional, conjugate_expectation
+from estimators.data.history import Rows
+from estimators.functionals.partial_posteriors import (
+    ConjugatePath,
+    debiased_expectation,
+    expected_rows,
+)
+from estimators.functionals.posterior_functionals import Functional, conjugate_expectation
 from models import BetaBernoulli, LinearRegression
 from models.base import ConjugateModel
 

@@ -27,7 +27,7 @@ from _common import environment, set_threads, table, write_json
 from paper import build, simulate
 
 from estimators import EstimatorError, OnlineEvidence
-from estimators.laplace_importance import LaplaceISConfig, run_laplace_is
+from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
 
 CHUNK = 500
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -36,6 +36,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "defaults before": {"noise_friction": False, "hmc_moves": 4, "leapfrog_steps": 20},
     "noise friction off": {"noise_friction": False},
     "HMC 4 x 20 steps": {"hmc_moves": 4, "leapfrog_steps": 20},
+    "HMC 3 x 10 steps": {"hmc_moves": 3},
+    "HMC 4 x 10 steps": {"hmc_moves": 4},
+    "HMC 8 x 10 steps": {"hmc_moves": 8, "leapfrog_steps": 10},  # the defaults until issue 17
     "particles 256": {"particles": 256},
     "steps 50": {"steps": 50},
     "ess_target 0.95": {"ess_target": 0.95},
@@ -57,7 +60,10 @@ def references(model: str, rows: Any, points: list[int]) -> dict[int, dict[str, 
     for n in points:
         try:
             found = run_laplace_is(
-                build(model), rows.slice(0, n), LaplaceISConfig(), torch.Generator().manual_seed(n)
+                build(model),
+                rows.slice(0, n),
+                LaplaceISSettings(),
+                torch.Generator().manual_seed(n),
             )
         except EstimatorError as error:
             print(f"no reference at n = {n}: {error}")

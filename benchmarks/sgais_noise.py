@@ -1,12 +1,12 @@
 """How hot plain SGHMC moves would run: minibatch gradient noise against the injected noise.
 
-An SGHMC step (estimators/sghmc.py) adds η M⁻¹ ĝ with ĝ the minibatch gradient of covariance V,
-and injects N(0, 2αη M⁻¹). Plain SGHMC (``noise_friction=False``) takes the gradient noise as
-zero (Chen, Fox & Guestrin 2014, eq. 15 with β̂ = 0). In the whitened coordinates of M⁻¹ = L Lᵀ
-the gradient noise adds η² Lᵀ V L, i.e. a fraction η λ / (2α) of the injected noise along each
+An SGHMC step (estimators/moves/sghmc.py) adds η M⁻¹ ĝ with ĝ the minibatch gradient of covariance
+V, and injects N(0, 2αη M⁻¹). Plain SGHMC (``noise_friction=False``) takes the gradient noise as
+zero (Chen, Fox & Guestrin 2014, eq. 15 with β̂ = 0). In the whitened coordinates of M⁻¹ = L Lᵀ the
+gradient noise adds η² Lᵀ V L, i.e. a fraction η λ / (2α) of the injected noise along each
 eigenvector (eigenvalue λ of Lᵀ V L): where that fraction is not small, the moves sample a hotter
-law than the tempered posterior. This measurement is why the default raises the friction by
-B̂ = η Lᵀ V̂ L / 2 (``noise_friction``).
+law than the tempered posterior. This measurement is why the default raises the friction by B̂ = η
+Lᵀ V̂ L / 2 (``noise_friction``).
 
 This script streams paper.py's logistic data (defaults, seed 0) and, at checkpoints, estimates V
 at the first ``--probe`` particles from ``--draws`` minibatch gradients (control variates at the
@@ -27,9 +27,11 @@ from _common import environment, set_threads, table, write_json
 from paper import build, simulate
 
 from estimators import OnlineEvidence
-from estimators.gradients import Anchor, PastData, grad_log_target
-from estimators.history import RowsHistory
-from estimators.moves import MoveConfig, particle_scale, sghmc_step
+from estimators.data.history import RowsHistory
+from estimators.moves.sghmc import sghmc_step
+from estimators.online.settings import SGAISSettings
+from estimators.online.target import Anchor, PastData, grad_log_target
+from estimators.smc.covariance import particle_scale
 
 CHUNK, BATCH_SIZES = 500, (100, 1_000)
 
@@ -38,7 +40,7 @@ def noise_fractions(
     tracker: OnlineEvidence, history: RowsHistory, batch_size: int, probe: int, draws: int
 ) -> torch.Tensor:
     """η λ / (2α) for every eigenvalue λ of Lᵀ V L at each probed particle: (probe, D)."""
-    state, config = tracker.state, MoveConfig()
+    state, config = tracker.state, SGAISSettings()
     past = PastData(history, None, batch_size, Anchor(state.anchor_point, state.anchor_grad))
     generator = torch.Generator().manual_seed(batch_size)
     no_chunk = history.rows.slice(0, 1)  # at temperature 0 the chunk does not enter
@@ -46,9 +48,9 @@ def noise_fractions(
     gradients = torch.stack(
         [grad_log_target(model, theta, no_chunk, 0.0, past, generator) for _ in range(draws)]
     )
-    # The step and metric the moves use at this state (estimators/sgais.py).
+    # The step and metric the moves use at this state (estimators/online/kernels.py).
     particle_factor = particle_scale(state.particles, state.log_weights)
-    step, factor = sghmc_step(config, particle_factor, len(history))
+    step, factor = sghmc_step(config.sghmc, particle_factor, len(history))
     covariances = [torch.cov(gradients[:, i].T) for i in range(probe)]
     eigenvalues = torch.stack([torch.linalg.eigvalsh(factor.T @ v @ factor) for v in covariances])
     return step * eigenvalues / (2.0 * config.friction)

@@ -25,7 +25,7 @@ import torch
 from _common import environment, result_path, set_threads, table, write_json
 
 from estimators import OnlineEvidence
-from estimators.rng import derive_seed
+from estimators.data.rng import derive_seed
 from models import LinearRegression
 
 INPUTS, CHANGES = 5, (1_000, 10_000)

@@ -1,51 +1,69 @@
-"""Evidence estimators: pure functions over explicit state, no I/O."""
+"""Evidence estimators: pure functions over explicit state, no I/O.
 
-from estimators.ais import AIS, AISConfig, run_ais
-from estimators.base import Estimator, EstimatorConfigError, EstimatorError, Info
-from estimators.batch import BatchEstimator, BatchEvidence, BatchState
-from estimators.exact import Exact, ExactState
-from estimators.history import ColumnView, History, InMemoryHistory, Rows
-from estimators.hybrid import Hybrid, HybridConfig
-from estimators.minibatch_mh import MinibatchMH
-from estimators.minibatch_target import MinibatchTarget
-from estimators.moves import MoveConfig
-from estimators.nested import Nested, NestedConfig, run_nested, run_rejection_nested
-from estimators.online import OnlineEvidence, exact_log_evidence
-from estimators.registry import METHODS, build_estimator
-from estimators.sequential import Sequential
-from estimators.serialization import state_from_bytes, state_to_bytes
-from estimators.sgais import SGAIS, SGAISConfig, SGAISState
+``build(model, method, **settings)`` binds a model to a method (``METHODS``) as an ``Estimator``
+record of functions; ``OnlineEvidence`` wraps one for a stream of arrays. The sub-packages hold
+the parts: ``online`` (the streaming methods), ``references`` (full-data baselines), ``smc``
+(the tempered step and its weights, resampling and temperature rules), ``moves`` (MCMC kernels),
+``variational`` (MC-CAVI), ``functionals`` (debiased posterior expectations) and ``data``
+(history, randomness, serialisation, the chunk schedule).
+"""
+
+from estimators.data.history import ColumnView, History, InMemoryHistory, Rows
+from estimators.data.serialization import state_from_bytes, state_to_bytes
+from estimators.deadline import Deadline
+from estimators.errors import BudgetExceeded, EstimatorConfigError, EstimatorError, Progress
+from estimators.estimator import Estimator
+from estimators.methods import METHODS, Method, build
+from estimators.online.exact import ExactInfo, ExactState
+from estimators.online.hybrid import HybridInfo
+from estimators.online.particles import ParticleState
+from estimators.online.sequential import SequentialInfo
+from estimators.online.settings import (
+    ExactSettings,
+    HybridSettings,
+    MinibatchMHSettings,
+    SequentialSettings,
+    SGAISSettings,
+)
+from estimators.online.sgais import SGAISInfo
+from estimators.references.ais import AISSettings, run_ais
+from estimators.references.batch import BatchEvidence, BatchState, RerunInfo
+from estimators.references.nested import NestedSettings, run_nested, run_rejection_nested
+from estimators.settings import Settings
+from estimators.tracker import OnlineEvidence, exact_log_evidence
 
 __all__ = [
-    "AIS",
     "METHODS",
-    "SGAIS",
-    "AISConfig",
-    "BatchEstimator",
+    "AISSettings",
     "BatchEvidence",
     "BatchState",
+    "BudgetExceeded",
     "ColumnView",
+    "Deadline",
     "Estimator",
     "EstimatorConfigError",
     "EstimatorError",
-    "Exact",
+    "ExactInfo",
+    "ExactSettings",
     "ExactState",
     "History",
-    "Hybrid",
-    "HybridConfig",
+    "HybridInfo",
+    "HybridSettings",
     "InMemoryHistory",
-    "Info",
-    "MinibatchMH",
-    "MinibatchTarget",
-    "MoveConfig",
-    "Nested",
-    "NestedConfig",
+    "Method",
+    "MinibatchMHSettings",
+    "NestedSettings",
     "OnlineEvidence",
+    "ParticleState",
+    "Progress",
+    "RerunInfo",
     "Rows",
-    "SGAISConfig",
-    "SGAISState",
-    "Sequential",
-    "build_estimator",
+    "SGAISInfo",
+    "SGAISSettings",
+    "SequentialInfo",
+    "SequentialSettings",
+    "Settings",
+    "build",
     "exact_log_evidence",
     "run_ais",
     "run_nested",

@@ -1,12 +1,13 @@
 """Probabilistic models compared by modelcompare: pure torch functions, no I/O."""
 
-from models.base import ConjugateModel, Model, ModelConfigError, Prediction
+from models.base import ConjugateModel, Model, ModelConfigError, Prediction, WeightedSum
 from models.beta_bernoulli import BetaBernoulli
 from models.gamma_poisson import GammaPoisson
 from models.gaussian_mixture import GaussianMixture
 from models.linear_regression import LinearRegression
 from models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
 from models.logistic_regression import LogisticRegression
+from models.poisson_regression import PoissonRegression
 
 FAMILIES: dict[str, type[Model]] = {
     cls.family: cls
@@ -14,6 +15,7 @@ FAMILIES: dict[str, type[Model]] = {
         LinearRegression,
         LinearRegressionUnknownNoise,
         LogisticRegression,
+        PoissonRegression,
         GaussianMixture,
         BetaBernoulli,
         GammaPoisson,
@@ -43,6 +45,8 @@ __all__ = [
     "LogisticRegression",
     "Model",
     "ModelConfigError",
+    "PoissonRegression",
     "Prediction",
+    "WeightedSum",
     "build_model",
 ]

@@ -4,20 +4,28 @@ A model is a small immutable object of pure torch functions over a batch of para
 ``theta`` of shape ``(M, D)`` (M particles, D = ``param_dim``) in unconstrained space; constrained
 parameters carry their log-Jacobian inside ``log_prior``. Data is ``x`` of shape ``(R, input_dim)``
 (``None`` when ``input_dim == 0``) and ``y`` of shape ``(R,)`` (``None`` when the model has no
-target). Everything is float64 unless a caller moves it.
+target). Everything is float64, on the device of the tensors (or generator) passed in.
+
+What only some families have is reached through methods, never by testing a model's class:
+``closed_form()`` (the conjugate oracle) and ``mean_field()`` (the MC-CAVI scheme) return None
+for families without one.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 import torch
 from torch import Tensor
 
+from models.weighting import WeightedRows
+
 if TYPE_CHECKING:
     from models.config import FamilyConfig
+    from models.mean_field import MeanField
 
 
 class ModelConfigError(ValueError):
@@ -36,6 +44,19 @@ class Prediction:
     variance: Tensor | None = None
     probabilities: Tensor | None = None
     log_density: Tensor | None = None
+
+
+class WeightedSum(Protocol):
+    """Σ over weighted blocks of rows of log p(y_r | x_r, θ), prepared once for many θ (every
+    step of an HMC trajectory evaluates the same rows at new positions)."""
+
+    def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        """The weighted sum per particle (M,) and its gradient (M, D)."""
+        ...
+
+    def grad(self, theta: Tensor) -> Tensor:
+        """The gradient alone (M, D)."""
+        ...
 
 
 class Model(ABC):
@@ -113,13 +134,80 @@ class Model(ABC):
         in_dims = (None if x is None else 0, None if y is None else 0)
         return torch.func.vmap(one_row, in_dims=in_dims)(x, y).transpose(0, 1)
 
+    def row_grad_log_likelihood_times(
+        self,
+        theta: Tensor,
+        x: Tensor | None,
+        y: Tensor | None,
+        matrix: Tensor,
+        anchor: Tensor | None = None,
+    ) -> Tensor:
+        """(∇ℓ_r(θ_m) − ∇ℓ_r(θ_a)) A per particle and row, A = ``matrix`` (D, C) and θ_a =
+        ``anchor`` (D,): (M, R, C); without an anchor ∇ℓ_r(θ_m) A. Models whose row gradients
+        have structure override it with a cheaper product."""
+        if anchor is None:
+            return self.row_grad_log_likelihood(theta, x, y) @ matrix
+        both = self.row_grad_log_likelihood(torch.cat([theta, anchor[None]]), x, y) @ matrix
+        return both[:-1] - both[-1:]
+
     def log_likelihood_and_grad(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
     ) -> tuple[Tensor, Tensor]:
         """``row_weight * sum_r log p(y_r | x_r, theta)`` per particle (M,) and its gradient
-        (M, D) together; models override where the two share most of their work."""
-        total = self.log_likelihood(theta, x, y).sum(-1) * row_weight
-        return total, self.grad_log_likelihood(theta, x, y, row_weight)
+        (M, D) together: one autograd pass by default; models override with closed forms."""
+        with torch.enable_grad():
+            leaf = theta.detach().requires_grad_(True)
+            total = self.log_likelihood(leaf, x, y).sum(-1) * row_weight
+            (grad,) = torch.autograd.grad(total.sum(), leaf)
+        return total.detach(), grad
+
+    def log_likelihood_and_grad_of_parts(
+        self, theta: Tensor, parts: Sequence[WeightedRows]
+    ) -> tuple[Tensor, Tensor]:
+        """Σ over ``parts`` (x, y, row weight) of ``log_likelihood_and_grad``: a tempered target's
+        weighted sum over several blocks of rows. One call per part by default; models override
+        to make one pass over all rows (``weighting.joined_rows``)."""
+        value = torch.zeros(theta.shape[0], dtype=theta.dtype, device=theta.device)
+        grad = torch.zeros_like(theta)
+        for x, y, row_weight in parts:
+            part_value, part_grad = self.log_likelihood_and_grad(theta, x, y, row_weight)
+            value = value + part_value
+            grad = grad + part_grad
+        return value, grad
+
+    def grad_log_likelihood_of_parts(self, theta: Tensor, parts: Sequence[WeightedRows]) -> Tensor:
+        """The gradient alone of ``log_likelihood_and_grad_of_parts`` (M, D)."""
+        grad = torch.zeros_like(theta)
+        for x, y, row_weight in parts:
+            grad = grad + self.grad_log_likelihood(theta, x, y, row_weight)
+        return grad
+
+    def weighted_sum(self, parts: Sequence[WeightedRows]) -> WeightedSum:
+        """``*_of_parts`` over fixed ``parts`` as one object; models override it to compute once
+        what does not depend on θ (joined rows, their design, label terms)."""
+        return PartsSum(self, tuple(parts))
+
+    def stepwise_sums(
+        self, fixed: Sequence[WeightedRows], stream: WeightedRows, steps: int
+    ) -> list[WeightedSum]:
+        """For each of ``steps`` equal consecutive slices of ``stream``'s rows, the weighted sum
+        over ``fixed`` and then that slice (the targets of a minibatch trajectory, prepared
+        together). One ``weighted_sum`` per slice by default."""
+        x, y, weight = stream
+        size = (x if y is None else y).shape[0] // steps
+        return [
+            self.weighted_sum(
+                [
+                    *fixed,
+                    (
+                        None if x is None else x[i * size : (i + 1) * size],
+                        None if y is None else y[i * size : (i + 1) * size],
+                        weight,
+                    ),
+                ]
+            )
+            for i in range(steps)
+        ]
 
     def relabelings(self, theta: Tensor) -> Tensor:
         """(M, D) -> (G, M, D): every relabeling of each θ that leaves prior and likelihood
@@ -132,6 +220,27 @@ class Model(ABC):
             leaf = theta.detach().requires_grad_(True)
             (grad,) = torch.autograd.grad(self.log_prior(leaf).sum(), leaf)
         return grad
+
+    def closed_form(self) -> ConjugateModel | None:
+        """The model's closed-form posterior and evidence (sufficient statistics), or None."""
+        return None
+
+    def mean_field(self) -> MeanField[Any] | None:
+        """The family's mean-field coordinate-ascent scheme (MC-CAVI's maths), or None."""
+        return None
+
+
+class PartsSum(NamedTuple):
+    """``Model.weighted_sum`` by default: the model's ``*_of_parts`` on every call."""
+
+    model: Model
+    parts: tuple[WeightedRows, ...]
+
+    def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        return self.model.log_likelihood_and_grad_of_parts(theta, self.parts)
+
+    def grad(self, theta: Tensor) -> Tensor:
+        return self.model.grad_log_likelihood_of_parts(theta, self.parts)
 
 
 class ConjugateModel(ABC):
@@ -159,6 +268,10 @@ class ConjugateModel(ABC):
     @abstractmethod
     def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
         """The exact posterior predictive at query rows, same fields as ``Model.predict``."""
+
+    @abstractmethod
+    def posterior_moments(self, stats: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """Exact posterior mean and variance of each coordinate of the unconstrained θ."""
 
     @abstractmethod
     def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:

@@ -86,6 +86,9 @@ class BetaBernoulli(Model, ConjugateModel):
 
     # --- conjugate oracle -------------------------------------------------------------------
 
+    def closed_form(self) -> ConjugateModel:
+        return self
+
     def prior_stats(self) -> dict[str, Tensor]:
         return {
             "alpha": torch.tensor(self.alpha, dtype=torch.float64),
@@ -97,6 +100,13 @@ class BetaBernoulli(Model, ConjugateModel):
         rows = 1 if x is None else x.shape[0]
         p1 = stats["alpha"] / (stats["alpha"] + stats["beta"])
         return Prediction(probabilities=torch.stack([1.0 - p1, p1]).expand(rows, 2))
+
+    def posterior_moments(self, stats: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """logit p = log G₁ − log G₂ with independent G₁ ~ Gamma(α), G₂ ~ Gamma(β)."""
+        a, b = stats["alpha"], stats["beta"]
+        mean = torch.digamma(a) - torch.digamma(b)
+        var = torch.special.polygamma(1, a) + torch.special.polygamma(1, b)
+        return mean[None], var[None]
 
     def update_stats(
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None

@@ -31,6 +31,11 @@ def sample_log_gamma(
     return torch.log(boosted) + torch.log(uniform) / shape
 
 
+def log_gamma_moments(shape: Tensor, log_rate: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and variance of log λ for λ ~ Gamma(shape, rate): ψ(a) − log b and ψ'(a)."""
+    return torch.digamma(shape) - log_rate, torch.special.polygamma(1, shape)
+
+
 def require_counts(family: str, y: Tensor | None) -> Tensor:
     if y is None:
         raise ValueError(f"{family} needs y")
@@ -97,6 +102,9 @@ class GammaPoisson(Model, ConjugateModel):
 
     # --- conjugate oracle -------------------------------------------------------------------
 
+    def closed_form(self) -> ConjugateModel:
+        return self
+
     def prior_stats(self) -> dict[str, Tensor]:
         return {
             "shape": torch.tensor(self.shape, dtype=torch.float64),
@@ -109,6 +117,10 @@ class GammaPoisson(Model, ConjugateModel):
         mean = stats["shape"] / stats["rate"]
         variance = mean + stats["shape"] / stats["rate"] ** 2
         return Prediction(mean=mean.expand(rows), variance=variance.expand(rows))
+
+    def posterior_moments(self, stats: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        mean, var = log_gamma_moments(stats["shape"], torch.log(stats["rate"]))
+        return mean[None], var[None]
 
     def update_stats(
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None

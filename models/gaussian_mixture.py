@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import torch
@@ -21,11 +22,9 @@ from torch import Tensor
 from models.base import Model, Prediction
 from models.config import MAX_COMPONENTS, FamilyConfig, Integer, input_dim
 from models.gamma_poisson import sample_log_gamma
-from models.weighting import weighted_log_mean_exp
-
-VARIANCE_SHAPE = 1.0
-VARIANCE_SCALE = 1.0
-MEAN_VARIANCE_RATIO = 4.0
+from models.mixture_mean_field import MixtureMeanField
+from models.mixture_prior import MEAN_VARIANCE_RATIO, VARIANCE_SCALE, VARIANCE_SHAPE
+from models.weighting import WeightedRows, joined_rows, weighted_log_mean_exp
 
 
 class GaussianMixtureConfig(FamilyConfig):
@@ -88,6 +87,10 @@ class GaussianMixture(Model):
 
     def log_likelihood(self, theta: Tensor, x: Tensor | None, y: Tensor | None) -> Tensor:
         assert x is not None
+        return torch.logsumexp(self._joint(theta, x), dim=1)
+
+    def _joint(self, theta: Tensor, x: Tensor) -> Tensor:
+        """log π_k + log N(x_r | μ_k, diag σ²_k) per particle, component and row: (M, K, R)."""
         log_pi, means, log_var = self._split(theta)
         m, k, d = means.shape
         prec = torch.exp(-log_var)
@@ -96,7 +99,63 @@ class GaussianMixture(Model):
         quad = (coefs @ torch.cat([x**2, x], dim=1).T).reshape(m, k, -1)
         quad = quad + (means**2 * prec).sum(-1, keepdim=True)
         log_norm = -0.5 * (log_var.sum(-1, keepdim=True) + d * math.log(2 * math.pi))
-        return torch.logsumexp(log_pi[:, :, None] + log_norm - 0.5 * quad, dim=1)
+        return log_pi[:, :, None] + log_norm - 0.5 * quad
+
+    def grad_log_prior(self, theta: Tensor) -> Tensor:
+        """∂/∂z_j Σ_k log π_k = 1 − K π_j; ∂/∂μ = −μ e^{−s}/c; ∂/∂s = −a + b e^{−s} +
+        μ² e^{−s}/(2c) − 1/2 (the terms of ``log_prior``)."""
+        log_pi, means, log_var = self._split(theta)
+        k, c = self.components, MEAN_VARIANCE_RATIO
+        prec = torch.exp(-log_var)
+        d_logits = 1.0 - k * torch.exp(log_pi[:, : k - 1])
+        d_means = -means * prec / c
+        d_log_var = VARIANCE_SCALE * prec - VARIANCE_SHAPE + 0.5 * means**2 * prec / c - 0.5
+        return torch.cat([d_logits, d_means.flatten(1), d_log_var.flatten(1)], dim=1)
+
+    def grad_log_likelihood(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> Tensor:
+        return self.log_likelihood_and_grad(theta, x, y, row_weight)[1]
+
+    def log_likelihood_and_grad(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> tuple[Tensor, Tensor]:
+        assert x is not None
+        weights = torch.full((x.shape[0],), row_weight, dtype=x.dtype, device=x.device)
+        return self._weighted_value_and_grad(theta, x, weights)
+
+    def log_likelihood_and_grad_of_parts(
+        self, theta: Tensor, parts: Sequence[WeightedRows]
+    ) -> tuple[Tensor, Tensor]:
+        """One pass over every part's rows, each row weighted by its part's weight."""
+        x, _, weights = joined_rows(parts)
+        assert x is not None
+        return self._weighted_value_and_grad(theta, x, weights)
+
+    def grad_log_likelihood_of_parts(self, theta: Tensor, parts: Sequence[WeightedRows]) -> Tensor:
+        return self.log_likelihood_and_grad_of_parts(theta, parts)[1]
+
+    def _weighted_value_and_grad(
+        self, theta: Tensor, x: Tensor, weights: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """Σ_r w_r log p(x_r | θ) (M,) and its gradient (M, D) in closed form: with the rows'
+        weighted responsibilities ρ_kr, N_k = Σ_r ρ_kr, S1_k = Σ_r ρ_kr x_r, S2_k = Σ_r ρ_kr x_r²,
+        ∂/∂z_j = N_j − π_j Σ_r w_r, ∂/∂μ_k = (S1_k − N_k μ_k) e^{−s_k} and
+        ∂/∂s_k = −N_k/2 + e^{−s_k} (S2_k − 2 μ_k S1_k + μ_k² N_k)/2."""
+        log_pi, means, log_var = self._split(theta)
+        k = means.shape[1]
+        prec = torch.exp(-log_var)
+        joint = self._joint(theta, x)
+        log_lik = torch.logsumexp(joint, dim=1)  # (M, R)
+        resp = torch.exp(joint - log_lik[:, None, :]) * weights  # (M, K, R)
+        count = resp.sum(-1)[..., None]  # (M, K, 1)
+        first = resp @ x  # (M, K, d)
+        second = resp @ x**2
+        d_logits = count[:, : k - 1, 0] - torch.exp(log_pi[:, : k - 1]) * weights.sum()
+        d_means = (first - count * means) * prec
+        d_log_var = 0.5 * (prec * (second - 2.0 * means * first + means**2 * count) - count)
+        grad = torch.cat([d_logits, d_means.flatten(1), d_log_var.flatten(1)], dim=1)
+        return log_lik @ weights, grad
 
     def relabelings(self, theta: Tensor) -> Tensor:
         """All K! orders of the components: (K!, M, D). On the logits, z' = l_σ[:K−1] − l_σ[K]
@@ -129,6 +188,9 @@ class GaussianMixture(Model):
         )
         means = noise * torch.exp(0.5 * log_var) * math.sqrt(MEAN_VARIANCE_RATIO)
         return torch.cat([logits, means, log_var], dim=1)
+
+    def mean_field(self) -> MixtureMeanField:
+        return MixtureMeanField(self.components)
 
     def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
         """The Bayesian-model-averaged log density at the rows of x: (R,)."""

@@ -8,39 +8,28 @@ model y = b + ε (Φ = 1), the natural null model of a comparison.
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor
 
 from models.base import ConjugateModel, Model, Prediction
 from models.config import FamilyConfig, Integer, input_dim, scale
-from models.weighting import normalized_weights, weighted_mean_and_variance
-
-
-def design(x: Tensor) -> Tensor:
-    """Φ = [x, 1]: the inputs with a bias column appended."""
-    return torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)], dim=1)
-
-
-def regression_inputs(dim: int, x: Tensor | None, y: Tensor | None) -> Tensor:
-    """``x``, or for an intercept-only model (``dim`` 0) empty (R, 0) inputs with the rows of
-    ``x`` or ``y`` (one row when both are None)."""
-    if dim:
-        assert x is not None
-        return x
-    reference = x if x is not None else y
-    rows = 1 if reference is None else reference.shape[0]
-    device = None if reference is None else reference.device
-    return torch.zeros(rows, 0, dtype=torch.float64, device=device)
-
-
-def gaussian_predictive_terms(stats: dict[str, Tensor], phi: Tensor) -> tuple[Tensor, Tensor]:
-    """φᵀμ and φᵀΛ⁻¹φ per query row, for a Gaussian posterior in information form (Λ, h = Λμ)."""
-    chol = torch.linalg.cholesky(stats["precision"])
-    mean = phi @ torch.cholesky_solve(stats["shift"][:, None], chol)[:, 0]
-    spread = (phi * torch.cholesky_solve(phi.T, chol).T).sum(-1)
-    return mean, spread
+from models.gaussian_linear import (
+    GaussianPosterior,
+    add_rows,
+    design,
+    prior_information,
+    regression_inputs,
+)
+from models.weighting import (
+    WeightedRows,
+    joined_rows,
+    normalized_weights,
+    stepwise_rows,
+    weighted_mean_and_variance,
+)
 
 
 class LinearRegressionConfig(FamilyConfig):
@@ -85,8 +74,9 @@ class LinearRegression(Model, ConjugateModel):
         )
 
     def grad_log_likelihood(
-        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float | Tensor = 1.0
     ) -> Tensor:
+        """``row_weight`` is one weight, or (R,) weights of the rows (``_of_parts``)."""
         x = regression_inputs(self.input_dim, x, y)
         assert y is not None
         resid = (y - self._mean(theta, x)) * (row_weight / self.noise_std**2)  # (M, R)
@@ -112,9 +102,40 @@ class LinearRegression(Model, ConjugateModel):
         grad = torch.cat([scaled @ x, scaled.sum(-1, keepdim=True)], dim=1)
         return total * row_weight, grad
 
+    def log_likelihood_and_grad_of_parts(
+        self, theta: Tensor, parts: Sequence[WeightedRows]
+    ) -> tuple[Tensor, Tensor]:
+        """One pass over every part's rows, each row weighted by its part's weight."""
+        return self.weighted_sum(parts).value_and_grad(theta)
+
+    def grad_log_likelihood_of_parts(self, theta: Tensor, parts: Sequence[WeightedRows]) -> Tensor:
+        return self.weighted_sum(parts).grad(theta)
+
+    def weighted_sum(self, parts: Sequence[WeightedRows]) -> GaussianRows:
+        x, y, weights = joined_rows(parts)
+        return self._rows(regression_inputs(self.input_dim, x, y), y, weights)
+
+    def stepwise_sums(
+        self, fixed: Sequence[WeightedRows], stream: WeightedRows, steps: int
+    ) -> list[GaussianRows]:
+        """Every slice's rows joined after ``fixed`` in one (steps, R, ·) block."""
+        x, y, weights = stepwise_rows(fixed, stream, steps)
+        assert y is not None
+        x = x if self.input_dim else y.new_zeros(*y.shape, 0)
+        assert x is not None
+        rows = self._rows(x, y, weights)
+        return [GaussianRows(self, *(part[i] for part in rows[1:])) for i in range(steps)]
+
+    def _rows(self, x: Tensor, y: Tensor | None, weights: Tensor) -> GaussianRows:
+        assert y is not None
+        constant = math.log(self.noise_std) + 0.5 * math.log(2 * math.pi)
+        return GaussianRows(
+            self, x, y, weights, weights / self.noise_std**2, weights.sum(-1) * constant
+        )
+
     def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
         return self.prior_std * torch.randn(
-            num, self.param_dim, generator=generator, dtype=torch.float64
+            num, self.param_dim, generator=generator, dtype=torch.float64, device=generator.device
         )
 
     def predict(self, theta: Tensor, log_weights: Tensor, x: Tensor | None) -> Prediction:
@@ -126,47 +147,38 @@ class LinearRegression(Model, ConjugateModel):
 
     # --- conjugate oracle -------------------------------------------------------------------
 
+    def closed_form(self) -> ConjugateModel:
+        return self
+
     def prior_stats(self) -> dict[str, Tensor]:
-        d = self.param_dim
-        return {
-            "precision": torch.eye(d, dtype=torch.float64) / self.prior_std**2,
-            "shift": torch.zeros(d, dtype=torch.float64),
-            "count": torch.zeros((), dtype=torch.float64),
-            "sum_y2": torch.zeros((), dtype=torch.float64),
-        }
+        return prior_information(self.param_dim, self.prior_std)
 
     def update_stats(
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
     ) -> dict[str, Tensor]:
         x = regression_inputs(self.input_dim, x, y)
         assert y is not None
-        phi = design(x)
-        s2 = self.noise_std**2
-        return {
-            "precision": stats["precision"] + phi.T @ phi / s2,
-            "shift": stats["shift"] + phi.T @ y / s2,
-            "count": stats["count"] + y.shape[0],
-            "sum_y2": stats["sum_y2"] + (y**2).sum(),
-        }
+        return add_rows(stats, x, y, self.noise_std**2)
 
     def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
         """y* ~ N(φᵀμ, σ² + φᵀΛ⁻¹φ) (PRML eq. 3.58-3.59)."""
         x = regression_inputs(self.input_dim, x, None)
-        mean, spread = gaussian_predictive_terms(stats, design(x))
+        mean, spread = GaussianPosterior.of(stats).predictive_terms(x)
         return Prediction(mean=mean, variance=self.noise_std**2 + spread)
 
-    def _log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
+    def posterior_moments(self, stats: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        posterior = GaussianPosterior.of(stats)
+        return posterior.mean(), posterior.variances()
+
+    def log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
         """log p(y_1..n) = -n/2 log 2πσ² - Σy²/2σ² + ½hᵀΛ⁻¹h - ½log|Λ| - D log τ (PRML 3.86)."""
-        chol = torch.linalg.cholesky(stats["precision"])
-        half_quad = 0.5 * (torch.cholesky_solve(stats["shift"][:, None], chol)[:, 0]
-                           * stats["shift"]).sum()
-        log_det = 2.0 * torch.log(torch.diagonal(chol)).sum()
+        posterior = GaussianPosterior.of(stats)
         s2 = self.noise_std**2
         return (
             -0.5 * stats["count"] * math.log(2 * math.pi * s2)
             - 0.5 * stats["sum_y2"] / s2
-            + half_quad
-            - 0.5 * log_det
+            + 0.5 * posterior.quadratic()
+            - 0.5 * posterior.log_det()
             - self.param_dim * math.log(self.prior_std)
         )
 
@@ -174,14 +186,35 @@ class LinearRegression(Model, ConjugateModel):
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
     ) -> Tensor:
         after = self.update_stats(stats, x, y)
-        return self._log_evidence_from_stats(after) - self._log_evidence_from_stats(stats)
+        return self.log_evidence_from_stats(after) - self.log_evidence_from_stats(stats)
 
     def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:
         """y ~ N(0, σ²I + τ²ΦΦᵀ): the marginal in data space, a path independent of the stats."""
         x = regression_inputs(self.input_dim, x, y)
         assert y is not None
         phi = design(x)
-        cov = self.noise_std**2 * torch.eye(y.shape[0], dtype=torch.float64)
+        cov = self.noise_std**2 * torch.eye(y.shape[0], dtype=torch.float64, device=y.device)
         cov = cov + self.prior_std**2 * phi @ phi.T
         dist = torch.distributions.MultivariateNormal(torch.zeros_like(y), covariance_matrix=cov)
         return dist.log_prob(y)
+
+
+class GaussianRows(NamedTuple):
+    """Weighted rows of a linear regression prepared for many θ (``Model.weighted_sum``)."""
+
+    model: LinearRegression
+    x: Tensor  # (R, dim)
+    y: Tensor  # (R,)
+    weights: Tensor  # (R,)
+    precision_weights: Tensor  # (R,) the weights over σ²
+    normalizer: Tensor  # () Σ_r w_r (log σ + log(2π) / 2)
+
+    def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        resid = self.y - self.model._mean(theta, self.x)  # (M, R)
+        total = -0.5 * (resid**2) @ self.weights / self.model.noise_std**2 - self.normalizer
+        scaled = resid * self.precision_weights
+        return total, torch.cat([scaled @ self.x, scaled.sum(-1, keepdim=True)], dim=1)
+
+    def grad(self, theta: Tensor) -> Tensor:
+        resid = (self.y - self.model._mean(theta, self.x)) * self.precision_weights
+        return torch.cat([resid @ self.x, resid.sum(-1, keepdim=True)], dim=1)

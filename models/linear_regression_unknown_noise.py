@@ -18,8 +18,15 @@ from torch import Tensor
 
 from models.base import ConjugateModel, Model, Prediction
 from models.config import FamilyConfig, Integer, input_dim, scale
-from models.gamma_poisson import sample_log_gamma
-from models.linear_regression import design, gaussian_predictive_terms, regression_inputs
+from models.gamma_poisson import log_gamma_moments, sample_log_gamma
+from models.gaussian_linear import (
+    GaussianPosterior,
+    add_rows,
+    design,
+    prior_information,
+    regression_inputs,
+)
+from models.nig_mean_field import NIGMeanField
 from models.weighting import normalized_weights, weighted_mean_and_variance
 
 
@@ -102,6 +109,12 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         grad_s = 0.5 * (scaled * resid).sum(-1, keepdim=True) - 0.5 * row_weight * y.shape[0]
         return torch.cat([scaled @ x, scaled.sum(-1, keepdim=True), grad_s], dim=1)
 
+    def log_likelihood_and_grad(
+        self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0
+    ) -> tuple[Tensor, Tensor]:
+        total = self.log_likelihood(theta, x, y).sum(-1) * row_weight
+        return total, self.grad_log_likelihood(theta, x, y, row_weight)
+
     def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
         log_var = math.log(self.noise_scale) - sample_log_gamma(self.noise_shape, num, generator)
         shape = (num, self.param_dim - 1)
@@ -116,15 +129,17 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         noise = (weights * torch.exp(theta[:, -1])).sum()
         return Prediction(mean=mean, variance=spread + noise)
 
+    def mean_field(self) -> NIGMeanField:
+        return NIGMeanField(self.input_dim, self.prior_std, self.noise_shape, self.noise_scale)
+
     # --- conjugate oracle -------------------------------------------------------------------
 
+    def closed_form(self) -> ConjugateModel:
+        return self
+
     def prior_stats(self) -> dict[str, Tensor]:
-        d = self.param_dim - 1
         return {
-            "precision": torch.eye(d, dtype=torch.float64) / self.prior_std**2,
-            "shift": torch.zeros(d, dtype=torch.float64),
-            "count": torch.zeros((), dtype=torch.float64),
-            "sum_y2": torch.zeros((), dtype=torch.float64),
+            **prior_information(self.param_dim - 1, self.prior_std),
             "a": torch.tensor(self.noise_shape, dtype=torch.float64),
             "b": torch.tensor(self.noise_scale, dtype=torch.float64),
         }
@@ -134,38 +149,48 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
     ) -> dict[str, Tensor]:
         x = regression_inputs(self.input_dim, x, y)
         assert y is not None
-        phi = design(x)
-        precision = stats["precision"] + phi.T @ phi
-        shift = stats["shift"] + phi.T @ y
-        count = stats["count"] + y.shape[0]
-        sum_y2 = stats["sum_y2"] + (y**2).sum()
-        chol = torch.linalg.cholesky(precision)
-        quad = (torch.cholesky_solve(shift[:, None], chol)[:, 0] * shift).sum()
+        after = add_rows(stats, x, y)
+        quad = GaussianPosterior.of(after).quadratic()
         return {
-            "precision": precision,
-            "shift": shift,
-            "count": count,
-            "sum_y2": sum_y2,
-            "a": self.noise_shape + 0.5 * count,
-            "b": self.noise_scale + 0.5 * (sum_y2 - quad),
+            **after,
+            "a": self.noise_shape + 0.5 * after["count"],
+            "b": self.noise_scale + 0.5 * (after["sum_y2"] - quad),
         }
 
     def predict_from_stats(self, stats: dict[str, Tensor], x: Tensor | None) -> Prediction:
         """y* ~ Student-t_{2a}(φᵀμ, (b/a)(1 + φᵀΛ⁻¹φ)): variance b/(a−1)·(1 + φᵀΛ⁻¹φ) for a > 1,
         infinite otherwise (Murphy 2007, "Conjugate Bayesian analysis of the Gaussian", eq. 111)."""
         x = regression_inputs(self.input_dim, x, None)
-        mean, spread = gaussian_predictive_terms(stats, design(x))
-        a, b = stats["a"], stats["b"]
-        scale = b / (a - 1.0) if float(a) > 1.0 else torch.tensor(torch.inf, dtype=torch.float64)
-        return Prediction(mean=mean, variance=scale * (1.0 + spread))
+        mean, spread = GaussianPosterior.of(stats).predictive_terms(x)
+        return Prediction(mean=mean, variance=self._noise_variance(stats) * (1.0 + spread))
 
-    def _log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
+    def posterior_moments(self, stats: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """β | σ² ~ N(μ, σ²Λ⁻¹), σ² ~ InvGamma(a, b): Var β = E[σ²] diag Λ⁻¹ = b/(a−1) diag Λ⁻¹;
+        1/σ² ~ Gamma(a, b), so log σ² has mean log b − ψ(a) and variance ψ'(a)."""
+        posterior = GaussianPosterior.of(stats)
+        spread = posterior.variances()
+        log_mean, log_var = log_gamma_moments(stats["a"], torch.log(stats["b"]))
+        return (
+            torch.cat([posterior.mean(), -log_mean[None]]),
+            torch.cat([self._noise_variance(stats) * spread, log_var[None]]),
+        )
+
+    @staticmethod
+    def _noise_variance(stats: dict[str, Tensor]) -> Tensor:
+        """E[σ²] = b / (a − 1) for a > 1, infinite otherwise."""
+        a, b = stats["a"], stats["b"]
+        return (
+            b / (a - 1.0)
+            if float(a) > 1.0
+            else torch.tensor(torch.inf, dtype=b.dtype, device=b.device)
+        )
+
+    def log_evidence_from_stats(self, stats: dict[str, Tensor]) -> Tensor:
         a0, b0 = self.noise_shape, self.noise_scale
-        log_det = torch.linalg.slogdet(stats["precision"])[1]
         return (
             -0.5 * stats["count"] * math.log(2 * math.pi)
             - (self.param_dim - 1) * math.log(self.prior_std)
-            - 0.5 * log_det
+            - 0.5 * GaussianPosterior.of(stats).log_det()
             + a0 * math.log(b0)
             - stats["a"] * torch.log(stats["b"])
             + torch.lgamma(stats["a"])
@@ -176,7 +201,7 @@ class LinearRegressionUnknownNoise(Model, ConjugateModel):
         self, stats: dict[str, Tensor], x: Tensor | None, y: Tensor | None
     ) -> Tensor:
         after = self.update_stats(stats, x, y)
-        return self._log_evidence_from_stats(after) - self._log_evidence_from_stats(stats)
+        return self.log_evidence_from_stats(after) - self.log_evidence_from_stats(stats)
 
     def batch_log_evidence(self, x: Tensor | None, y: Tensor | None) -> Tensor:
         """y ~ St_ν(0, Σ), ν = 2a₀, Σ = (b₀/a₀)(I + τ²ΦΦᵀ): the marginal in data space."""

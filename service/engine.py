@@ -1,26 +1,35 @@
-"""The one place the service calls the engine: build, init, update and summarise one model."""
+"""The one place the service calls the engine: a model of a comparison bound to its estimator,
+built once per (comparison seed and estimator, model spec) and cached (``runner_for``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import json
 import logging
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import torch
 
-from estimators import ColumnView, History, Info, Rows, build_estimator, state_from_bytes
-from estimators.history import cat_rows, select_columns
-from estimators.partial_posteriors import PathEstimate, debiased_expectation, path_runner
-from estimators.posterior_functionals import Functional
-from estimators.rng import derive_generator
-from estimators.variational import has_elbo, mccavi_elbo
-from models import Prediction
+from estimators import ColumnView, Deadline, Estimator, History, Rows, build
+from estimators.data.history import cat_rows, select_columns
+from estimators.functionals.partial_posteriors import (
+    PathEstimate,
+    debiased_expectation,
+    path_runner,
+)
+from estimators.functionals.posterior_functionals import Functional
+from estimators.variational.mccavi import has_elbo, mccavi_elbo
+from models import Model, Prediction
 from service.schemas import ComparisonSpec, ModelSpec
 
 log = logging.getLogger("modelcompare.engine")
 
 # Estimators whose particles can serve as partial posteriors for non-conjugate models.
 PARTICLE_METHODS = ("sgais", "sequential", "minibatch_mh")
+RUNNER_CACHE = 1024  # bound runners kept per process (a model object and closures each)
 
 
 def finite(value: float) -> float | None:
@@ -28,48 +37,64 @@ def finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-class Runner:
-    """A model of a comparison with its estimator, reading its columns of the shared rows."""
+class ModelUpdate(NamedTuple):
+    """What one update of one model did: the estimator's Info record, and the MC-CAVI bound
+    when this update refreshed it (n crossed a power of two), else None."""
 
-    def __init__(self, comparison: ComparisonSpec, spec: ModelSpec) -> None:
-        self.name = spec.name
-        self.seed = comparison.seed
-        self.model = spec.build()
-        self.method = comparison.estimator["method"]
-        self.settings = {k: v for k, v in comparison.estimator.items() if k != "method"}
-        self.estimator = build_estimator(self.method, self.model, **self.settings)
-        self.columns = spec.columns if self.model.input_dim > 0 else None
-        self._column_index = None if self.columns is None else torch.tensor(self.columns)
-        self._elbo: dict[str, Any] | None = None  # refreshed by ``update`` when n doubles
+    info: Any
+    elbo: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class Runner:
+    """A model of a comparison with its estimator, reading its columns of the shared rows.
+    Immutable, so one instance serves every request and worker thread."""
+
+    name: str
+    seed: int
+    model: Model
+    estimator: Estimator[Any, Any]
+    columns: list[int] | None
+    column_index: torch.Tensor | None
+    settings: dict[str, Any]  # the estimator settings as the comparison stores them
 
     def init_state(self) -> Any:
-        return self.estimator.init(derive_generator(self.seed, self.name, "init"))
+        return self.estimator.init(self.estimator.generator(self.seed, self.name, "init"))
 
     def load(self, data: bytes) -> Any:
-        return state_from_bytes(self.estimator.state_type, data)
+        return self.estimator.load(data)
 
     def select(self, rows: Rows) -> Rows:
         """This model's columns of x (none for a model without inputs); y as given."""
-        return select_columns(rows, self._column_index if rows.x is not None else None)
+        return select_columns(rows, self.column_index if rows.x is not None else None)
 
     def validate(self, rows: Rows) -> None:
         """``ValueError`` when the rows are outside the model's support (e.g. bad labels)."""
         picked = self.select(rows)
         self.model.validate_data(picked.x, picked.y)
 
-    def update(self, state: Any, rows: Rows, history: History, sequence: int) -> tuple[Any, Info]:
-        """Absorb the chunk of ``sequence``; ``history`` holds exactly the rows before it."""
+    def update(
+        self,
+        state: Any,
+        rows: Rows,
+        history: History,
+        sequence: int,
+        deadline: Deadline | None = None,
+    ) -> tuple[Any, ModelUpdate]:
+        """Absorb the chunk of ``sequence``; ``history`` holds exactly the rows before it.
+        Past ``deadline`` the estimator raises ``BudgetExceeded`` and nothing changed."""
         view = ColumnView(history, self.columns)
-        generator = derive_generator(self.seed, self.name, sequence)
+        generator = self.estimator.generator(self.seed, self.name, sequence)
         chunk = view.select(rows)
-        state, info = self.estimator.update(state, chunk, view, generator)
+        state, info = self.estimator.update(state, chunk, view, generator, deadline)
         before, after = len(history), len(history) + rows.count
+        elbo = None
         if has_elbo(self.model) and rows.count and after.bit_length() > before.bit_length():
-            generator = derive_generator(self.seed, self.name, sequence, "elbo")
-            self._refresh_elbo(view, chunk, generator)
-        return state, info
+            generator = self.estimator.generator(self.seed, self.name, sequence, "elbo")
+            elbo = self._elbo(view, chunk, generator)
+        return state, ModelUpdate(info, elbo)
 
-    def _refresh_elbo(self, view: ColumnView, chunk: Rows, generator: torch.Generator) -> None:
+    def _elbo(self, view: ColumnView, chunk: Rows, generator: torch.Generator) -> dict[str, Any]:
         """MC-CAVI over every row seen, only when n crosses a power of two: one O(n) pass per
         doubling, amortised O(1) per row like the control-variate anchor."""
         rows = cat_rows([*view.blocks(1 << 16), chunk])
@@ -77,22 +102,24 @@ class Runner:
             result = mccavi_elbo(self.model, rows, generator)
         except Exception as exc:  # the bound is an extra: no failure in it may cost the chunk
             log.warning("model %s: MC-CAVI failed: %s", self.name, exc)
-            self._elbo = {"elbo": None, "elbo_n_observations": rows.count}
-            return
-        self._elbo = {"elbo": finite(result.elbo), "elbo_n_observations": rows.count}
+            return {"elbo": None, "elbo_n_observations": rows.count}
+        return {"elbo": finite(result.elbo), "elbo_n_observations": rows.count}
 
-    def summary(self, state: Any, info: Info | None) -> dict[str, Any]:
+    def summary(self, state: Any, update: ModelUpdate | None) -> dict[str, Any]:
         """The per-model part of the evidence body. ``elbo`` (MC-CAVI lower bound on log Z of
         the first ``elbo_n_observations`` rows, null where the family has none) is set at the
         start and whenever ``update`` refreshed it; otherwise the stored value carries on."""
-        details = None if info is None else info.as_dict()
-        elbo = self._elbo or ({"elbo": None, "elbo_n_observations": 0} if info is None else {})
+        if update is None:
+            details, elbo = None, {"elbo": None, "elbo_n_observations": 0}
+        else:
+            details, elbo = dataclasses.asdict(update.info), update.elbo or {}
+        estimator = self.estimator
         return {
             **elbo,
-            "log_evidence": finite(self.estimator.log_evidence(state)),
-            "log_evidence_stderr": finite(math.sqrt(self.estimator.log_evidence_variance(state))),
-            "n_observations": self.estimator.n_observations(state),
-            "ess": finite(self.estimator.ess(state)),
+            "log_evidence": finite(estimator.log_evidence(state)),
+            "log_evidence_stderr": finite(math.sqrt(estimator.log_evidence_variance(state))),
+            "n_observations": estimator.n_observations(state),
+            "ess": finite(estimator.ess(state)),
             "info": None if details is None else {
                 k: finite(v) if isinstance(v, float) else v for k, v in details.items()
             },
@@ -111,8 +138,35 @@ class Runner:
         families, else this comparison's particle estimator (default SG-AIS) on each subset."""
         if x is not None and self.columns is not None:
             x = x[:, self.columns]
-        method = self.method if self.method in PARTICLE_METHODS else "sgais"
-        settings = self.settings if self.method in PARTICLE_METHODS else {}
-        return debiased_expectation(path_runner(self.model, method, **settings),
-                                    self.select(rows), Functional(functional, x), generator,
-                                    repetitions=repetitions, alpha=alpha)
+        method = self.estimator.method
+        settings = self.settings if method in PARTICLE_METHODS else {}
+        return debiased_expectation(
+            path_runner(self.model, method if method in PARTICLE_METHODS else "sgais", **settings),
+            self.select(rows), Functional(functional, x), generator,
+            repetitions=repetitions, alpha=alpha,
+        )
+
+
+def runner_for(comparison: ComparisonSpec, spec: ModelSpec) -> Runner:
+    """The bound runner of one model of a comparison, built once per spec and then cached (the
+    estimator settings were validated when the comparison or model was created)."""
+    estimator = json.dumps(comparison.estimator, sort_keys=True)
+    return _cached_runner(comparison.seed, estimator, spec.model_dump_json())
+
+
+@functools.lru_cache(maxsize=RUNNER_CACHE)
+def _cached_runner(seed: int, estimator: str, model: str) -> Runner:
+    spec = ModelSpec.model_validate_json(model)
+    settings = json.loads(estimator)
+    method = settings.pop("method")
+    built = spec.build()
+    columns = spec.columns if built.input_dim > 0 else None
+    return Runner(
+        name=spec.name,
+        seed=seed,
+        model=built,
+        estimator=build(built, method, **settings),
+        columns=columns,
+        column_index=None if columns is None else torch.tensor(columns),
+        settings=settings,
+    )

@@ -13,6 +13,16 @@ import torch
 
 from models import Prediction
 from service.schemas import ComparisonSpec
+from service.window import bayes_factors
+
+
+def prior_probabilities(spec: ComparisonSpec) -> dict[str, float]:
+    """The models' prior weights normalised in log space: no sum of weights can overflow or
+    underflow (two weights of 1e308 are 0.5 each)."""
+    logs = {m.name: math.log(m.prior_weight) for m in spec.models}
+    top = max(logs.values())
+    total = top + math.log(sum(math.exp(value - top) for value in logs.values()))
+    return {name: math.exp(value - total) for name, value in logs.items()}
 
 
 def posterior_probabilities(spec: ComparisonSpec, models: dict[str, dict[str, Any]]) -> dict:
@@ -47,23 +57,29 @@ def evidence_body(
 ) -> dict[str, Any]:
     """``models`` maps name -> summary (log_evidence, stderr, n, ess, info, catching_up, ...)."""
     probabilities = posterior_probabilities(spec, models)
-    total_prior = sum(m.prior_weight for m in spec.models)
+    priors = prior_probabilities(spec)
+    bodies = [
+        {
+            "name": m.name,
+            "family": m.family,
+            "elbo": None,  # MC-CAVI lower bound (service/engine.py); null where none
+            "window": None,  # windowed evidence (service/window.py); null before the first chunk
+            **models[m.name],
+            "prior_probability": priors[m.name],
+            "posterior_probability": probabilities.get(m.name),
+        }
+        for m in spec.models
+    ]
+    for body in bodies:
+        if body["window"] is not None:
+            body["window"] = dict(body["window"])  # the Bayes factors are the body's, not stored
+    bayes_factors(bodies, set(probabilities))
     return {
         "id": spec.id,
         "version": version,
         "sequence": sequence,
         "n_observations": n_observations,
-        "models": [
-            {
-                "name": m.name,
-                "family": m.family,
-                "elbo": None,  # MC-CAVI lower bound (service/engine.py); null where none
-                **models[m.name],
-                "prior_probability": m.prior_weight / total_prior,
-                "posterior_probability": probabilities.get(m.name),
-            }
-            for m in spec.models
-        ],
+        "models": bodies,
         "last_error": last_error,
         "compute_seconds": compute_seconds,  # estimator time of the step that made this version
         **status_fields(status_reason, skipped_chunks, halted_at),
@@ -129,3 +145,12 @@ def mix(parts: list[tuple[float, Prediction]]) -> dict[str, Any]:
         shape = (-1,) + (1,) * (densities.ndim - 1)
         out["log_density"] = torch.logsumexp(densities + weights.log().reshape(shape), 0).tolist()
     return out
+
+
+def trace_point(summary: dict[str, Any]) -> dict[str, Any]:
+    """One model's point of the trace (GET /history): log Z ± stderr and n, and the diagnostics
+    the dashboard plots, ESS (one decimal, as shown) and the update's annealing steps."""
+    ess, info = summary["ess"], summary.get("info") or {}
+    return {**{k: summary[k] for k in ("log_evidence", "log_evidence_stderr", "n_observations")},
+            "ess": None if ess is None else round(ess, 1),
+            "annealing_steps": info.get("annealing_steps")}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from service.store.queue import Commit
+
 
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -19,6 +21,11 @@ class Metrics:
             "Chunks an estimator failed on, recorded and skipped",
             registry=self.registry,
         )
+        self.helped = Counter(
+            "modelcompare_model_updates_helped",
+            "Model updates computed for a chunk another worker applies (parallel models)",
+            registry=self.registry,
+        )
         self.update_seconds = Histogram(
             "modelcompare_update_seconds",
             "Time to apply one chunk to every model, commit included",
@@ -31,3 +38,13 @@ class Metrics:
             ["comparison"],
             registry=self.registry,
         )
+
+    def observe(self, commit: Commit, seconds: float) -> None:
+        """A worker's commit: its time, and whether it applied or dead-lettered a chunk."""
+        if not commit.entry_id:
+            return
+        self.update_seconds.observe(seconds)
+        if commit.dead_letter is not None:
+            self.dead_lettered.inc()
+        elif not commit.halt:
+            self.processed.inc()

@@ -1,19 +1,31 @@
 """Request and stored shapes. Requests are strict JSON: a number is never a string or a boolean
 (``Integer`` accepts 3.0 as 3, as JSON Schema does). A model's config is its family's record
-(``models.config``); the estimator settings are validated by building the estimator for every
-model."""
+(``models.config``); the estimator settings are the method's settings record (the API schema is
+generated from those records), checked again by building the estimator for every model."""
 
 from __future__ import annotations
 
+import functools
+import operator
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
-from estimators import EstimatorConfigError, build_estimator
+from estimators import METHODS, EstimatorConfigError, Settings, build
 from models import FAMILIES, Model, build_model
 from models.config import FamilyConfig, Integer, integral
+from service.limits import Limits, check_size, state_bytes
 
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
+DEFAULT_METHOD = "sgais"
 # Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
 # would turn a model's evidence into -inf: refused at the door instead of dead-lettered.
 MAX_ABS_VALUE = 1e100
@@ -21,15 +33,28 @@ STRICT_JSON = ConfigDict(extra="forbid", strict=True)
 NonNegative = Annotated[int, Field(ge=0), BeforeValidator(integral)]
 
 
-class EstimatorIn(BaseModel):
-    """``method`` plus that method's settings, e.g. ``{"method": "sgais", "particles": 64}``."""
+def estimator_variant(method: str, settings: type[Settings]) -> type[Settings]:
+    """The request shape of one method: its settings record plus ``method`` as the tag."""
+    name = "".join(part.capitalize() for part in method.split("_")) + "Estimator"
+    return create_model(
+        name,
+        __base__=settings,
+        __doc__=settings.__doc__,
+        method=(Literal[method], Field(method, description="the estimator method")),
+    )
 
-    model_config = ConfigDict(extra="allow")
-    method: str = "sgais"
 
-    @property
-    def settings(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+ESTIMATOR_VARIANTS = {name: estimator_variant(name, m.settings) for name, m in METHODS.items()}
+# ``{"method": "sgais", "particles": 64}``: one schema per method, told apart by ``method``.
+EstimatorIn = Annotated[
+    functools.reduce(operator.or_, ESTIMATOR_VARIANTS.values()),
+    Field(discriminator="method"),
+]
+
+
+def stored_estimator(estimator: Settings) -> dict[str, Any]:
+    """The method and the settings a request gave (defaults stay implicit, as they were sent)."""
+    return {**estimator.model_dump(exclude_unset=True), "method": estimator.method}
 
 
 class BaseModelIn(BaseModel):
@@ -111,10 +136,17 @@ class ComparisonIn(BaseModel):
     name: str = Field(min_length=1, max_length=200)
     seed: Integer = Field(default=0, description="all randomness derives from it")
     models: list[ModelIn] = Field(min_length=1, description="names unique")
-    estimator: EstimatorIn = Field(default_factory=EstimatorIn)
+    estimator: EstimatorIn = Field(default_factory=ESTIMATOR_VARIANTS[DEFAULT_METHOD])
     x_dim: NonNegative | None = Field(
         default=None,
         description="numbers per row of x; default: up to the last column a model reads")
+
+    @field_validator("estimator", mode="before")
+    @classmethod
+    def _default_method(cls, estimator: Any) -> Any:
+        if isinstance(estimator, dict) and "method" not in estimator:
+            return {"method": DEFAULT_METHOD, **estimator}
+        return estimator
 
     @model_validator(mode="after")
     def _names_unique(self) -> ComparisonIn:
@@ -150,8 +182,9 @@ class ComparisonSpec(BaseModel):
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
 
-    def check_model(self, spec: ModelSpec) -> None:
-        """``ValueError`` unless ``spec`` can read this comparison's rows with its estimator."""
+    def check_model(self, spec: ModelSpec) -> int:
+        """``ValueError`` unless ``spec`` can read this comparison's rows with its estimator;
+        else the bytes of its stored state."""
         model = spec.build()
         if spec.columns and max(spec.columns) >= self.x_dim:
             raise ValueError(
@@ -161,29 +194,13 @@ class ComparisonSpec(BaseModel):
             raise ValueError(f"model {spec.name!r} needs y but this comparison's rows have none")
         settings = {k: v for k, v in self.estimator.items() if k != "method"}
         try:
-            estimator = build_estimator(self.estimator["method"], model, **settings)
+            estimator = build(model, self.estimator["method"], **settings)
         except EstimatorConfigError as exc:
             raise ValueError(f"estimator for model {spec.name!r}: {exc}") from None
         except ArithmeticError as exc:  # e.g. prior_std=1e300: prior_std**2 overflows
             raise ValueError(f"model {spec.name!r}: its config overflows float64 ({exc})") from None
-        config = getattr(estimator, "config", None)
-        particles = max(getattr(config, "particles", 1), getattr(config, "live_points", 1))
-        check_size(spec.name, model.param_dim, particles)
-
-
-# Service limits, checked before any state is allocated: a request must not be able to make the
-# API or a worker allocate gigabytes (exact states hold D×D matrices; particle states M×D).
-MAX_PARAMETERS = 2_000
-MAX_STATE_VALUES = 10_000_000  # particles × parameters: 80 MB of float64
-
-
-def check_size(name: str, parameters: int, particles: int) -> None:
-    if parameters > MAX_PARAMETERS:
-        raise ValueError(f"model {name!r} has {parameters} parameters; the service allows "
-                         f"{MAX_PARAMETERS}")
-    if parameters * particles > MAX_STATE_VALUES:
-        raise ValueError(f"model {name!r}: {particles} particles × {parameters} parameters "
-                         f"exceed the service limit of {MAX_STATE_VALUES} values")
+        check_size(spec.name, model.param_dim, max(estimator.particles, 1))
+        return state_bytes(model.param_dim, estimator.particles)
 
 
 def prior_weights(models: list[BaseModelIn], existing: list[float]) -> list[float]:
@@ -202,8 +219,13 @@ def prior_weights(models: list[BaseModelIn], existing: list[float]) -> list[floa
     return [m.prior_probability or share for m in models]
 
 
-def comparison_spec(request: ComparisonIn, cid: str, created_at: float) -> ComparisonSpec:
-    """Validate a create request into the stored spec (``ValueError`` with a readable message)."""
+def comparison_spec(
+    request: ComparisonIn, cid: str, created_at: float, limits: Limits
+) -> ComparisonSpec:
+    """Validate a create request into the stored spec (``ValueError`` with a readable message,
+    ``LimitExceeded`` naming the limit)."""
+    limits.check_shape(len(request.models), request.x_dim,
+                       [c for m in request.models for c in m.columns or []])
     weights = prior_weights(request.models, [])
     models = [m.spec(w) for m, w in zip(request.models, weights, strict=True)]
     needed = max((max(m.columns) + 1 for m in models if m.columns), default=0)
@@ -215,11 +237,10 @@ def comparison_spec(request: ComparisonIn, cid: str, created_at: float) -> Compa
         created_at=created_at,
         x_dim=x_dim,
         has_y=any(m.build().has_target for m in models),
-        estimator={"method": request.estimator.method, **request.estimator.settings},
+        estimator=stored_estimator(request.estimator),
         models=models,
     )
-    for model in models:
-        spec.check_model(model)
+    limits.check(spec)
     return spec
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from estimators import Rows
-from service.engine import Runner
-from service.schemas import ComparisonSpec
+from service.engine import Runner, runner_for
+from service.schemas import ComparisonSpec, ModelSpec
+from service.store.codec import decode_block
 
 
 class Refusal(NamedTuple):
@@ -28,13 +29,26 @@ def first_refusal(spec: ComparisonSpec, rows: Rows) -> Refusal | None:
     """The first model (in the spec's order) that refuses ``rows``, with the first row it
     refuses, or None when every model accepts them all."""
     for model in spec.models:
-        runner = Runner(spec, model)
+        runner = runner_for(spec, model)
         try:
             runner.validate(rows)
         except ValueError as exc:
             row = _first_refused_row(runner, rows)
             value = _value(runner.select(rows.slice(row, row + 1)))
             return Refusal(model.name, str(exc), row, value)
+    return None
+
+
+def first_stored_refusal(spec: ComparisonSpec, model: ModelSpec,
+                         chunks: list[tuple[int, bytes]]) -> tuple[int, Refusal] | None:
+    """The first of ``chunks`` ((sequence, block), in order) that ``model`` refuses, with the
+    refusal, or None: a model added mid-stream must accept every row stored or queued."""
+    alone = spec.model_copy(update={"models": [model]})
+    for sequence, block in chunks:
+        rows = decode_block(block)
+        refusal = first_refusal(alone, rows) if rows.count else None
+        if refusal is not None:
+            return sequence, refusal
     return None
 
 

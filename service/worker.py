@@ -1,39 +1,44 @@
 """The stream worker: applies queued chunks of each comparison in sequence order, exactly once.
 
-A worker holds a short lease per comparison while it applies chunks (so chunks of one comparison
-run in order), claims entries a dead worker left pending (XAUTOCLAIM), computes every model's
-new state, and commits with one compare-and-set script on the comparison's version: a stale or
-redelivered write is a no-op. Models added mid-stream replay the stored history block by block.
+It serves comparisons round-robin (scheduling.py) under a short lease each (lease.py: one
+worker applies a comparison's chunks, in order), claims entries a dead worker left pending
+(XAUTOCLAIM), computes every model's new state and commits with one compare-and-set script on
+the comparison's version: a stale or redelivered write is a no-op.
 
-A chunk an estimator fails on is retried up to ``poison_max_attempts`` times (failures are
-counted in Redis, so they add up across workers), then dead-lettered in the commit script: with
-``poison_policy="halt"`` the comparison keeps its last good state and stops on that chunk until
-an operator resumes it (retry or skip); with ``"skip"`` it commits the chunk as an empty block and
-goes on. Either way it reports itself degraded, never silently.
+A chunk whose update fails (in the estimator or around it) is retried up to
+``poison_max_attempts`` times (counted in Redis, across workers), then dead-lettered in the
+commit script: ``poison_policy="halt"`` keeps the last good state and stops on that chunk until
+an operator resumes it (retry or skip); ``"skip"`` commits it as an empty block and goes on.
+Either way the comparison reports itself degraded, never silently.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import math
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator
-from typing import Any
 
 import redis
 
-from estimators import Rows, state_to_bytes
+from estimators import state_to_bytes
+from service.catch_up import catch_up, catching_up
 from service.core.config import Settings
-from service.engine import Runner
-from service.evidence import evidence_body, model_summaries
+from service.engine import runner_for
+from service.evidence import evidence_body, model_summaries, trace_point
+from service.halting import halt_commit
+from service.housekeeping import Housekeeping
+from service.lease import Lease, held
 from service.metrics import Metrics
+from service.parallel import ModelTasks
+from service.scheduling import Schedule
 from service.store.codec import decode_block, empty_block
+from service.store.connection import SyncClient
 from service.store.history import HistoryCache
-from service.store.keys import work_channel
 from service.store.queue import GONE, STALE, Commit, DeadLetter, Entry, Queue, Snapshot
+from service.store.tasks import TaskBoard
+from service.store.work import WorkFinder
+from service.window import advance
 
 log = logging.getLogger("modelcompare.worker")
 
@@ -49,26 +54,34 @@ class ChunkFailed(Exception):
 class Worker:
     def __init__(
         self,
-        client: redis.Redis,
+        client: SyncClient,
         settings: Settings,
         consumer: str | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings
         self.queue = Queue(client, settings.key_prefix, consumer)
+        self.work = WorkFinder(client, settings.key_prefix)
         self.cache = HistoryCache(client, settings.key_prefix, settings.history_cache)
         self.metrics = metrics
+        self.tasks = ModelTasks(TaskBoard(client, settings.key_prefix, self.queue.consumer),
+                                self.cache, settings.lease_ttl, settings.parallel_models,
+                                settings.update_budget)
+        self.schedule = Schedule(settings.poll_interval, settings.failure_backoff_max)
+        self.stopping = threading.Event()  # run's stop: the current update ends the lease
+        self.housekeeping = Housekeeping(self.queue, self.work, settings.housekeeping_interval,
+                                         settings.consumer_idle_max)
 
     def run(self, stop: threading.Event) -> None:
-        """Serve every comparison until ``stop`` is set; sleeps on the work channel when idle."""
-        pubsub = self.queue.client.pubsub(ignore_subscribe_messages=True)
+        """Serve every comparison until ``stop`` is set; sleeps on the work channel when idle.
+        On ``stop`` the update under way finishes and its lease is released."""
+        self.stopping = stop
         try:
             while not stop.is_set():
                 try:
-                    if not pubsub.subscribed:  # here, so a worker may start before Redis
-                        pubsub.subscribe(work_channel(self.settings.key_prefix))
+                    self.housekeeping.run_if_due()
                     if not self.run_once():
-                        pubsub.get_message(timeout=self.settings.poll_interval)
+                        self.work.wait(self.settings.poll_interval)
                 except redis.ConnectionError as exc:  # e.g. Redis restarting: retry until back
                     log.warning("redis unreachable: %s", exc)
                     stop.wait(self.settings.poll_interval)
@@ -78,22 +91,37 @@ class Worker:
                     stop.wait(self.settings.poll_interval)
                     continue
         finally:
-            pubsub.close()
+            self.work.close()
 
     def run_once(self) -> bool:
-        """One pass over the comparisons with work; True when something was committed."""
+        """One round-robin pass over the comparisons with work; True when something was
+        committed. A step that fails outside any chunk's update backs its comparison off."""
         busy = False
-        for cid in self.queue.comparison_ids():
-            if not self.queue.has_work(cid) or not self.queue.acquire(cid, self.settings.lease_ttl):
-                continue
+        for cid in self.schedule.order(self.work.ready()):
+            if self.stopping.is_set():
+                break
             try:
-                busy = self.serve(cid) > 0 or busy
-            finally:
-                self.queue.release(cid)
+                with held(self.queue, cid, self.settings.lease_ttl) as lease:
+                    committed = (self.serve(cid, lease) if lease is not None
+                                 else self._help(cid))
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise
+            except Exception:
+                delay = self.schedule.failed(cid)
+                log.exception("comparison %s: step failed; served again in %.1f s", cid, delay)
+                continue
+            self.schedule.served(cid)
+            busy = committed > 0 or busy
         return busy
 
-    def serve(self, cid: str) -> int:
-        """Apply up to ``batch_chunks`` steps of one comparison whose lease we hold."""
+    def _help(self, cid: str) -> int:
+        helped = self.tasks.help(cid, self.stopping)
+        if helped and self.metrics is not None:
+            self.metrics.helped.inc(helped)
+        return helped
+
+    def serve(self, cid: str, lease: Lease) -> int:
+        """Apply up to ``batch_chunks`` steps of one comparison while ``lease`` holds."""
         snap = self.queue.snapshot(cid)
         if snap is None:
             self.cache.forget(cid)
@@ -103,7 +131,7 @@ class Worker:
         batch = self.settings.batch_chunks
         pending = deque(self.queue.claim(cid, batch) + self.queue.read(cid, batch))
         commits = 0
-        while commits < batch and self.queue.renew(cid, self.settings.lease_ttl):
+        while commits < batch and not lease.lost.is_set() and not self.stopping.is_set():
             entry = pending.popleft() if pending else next(iter(self.queue.read(cid, 1)), None)
             if entry is not None and entry.sequence <= snap.sequence:
                 self.queue.ack(cid, entry.id)  # redelivered: already applied
@@ -116,13 +144,13 @@ class Worker:
                 return commits
             started = time.perf_counter()
             try:
-                with self._heartbeat(cid):
-                    commit = self.compute(cid, snap, entry)
+                commit = self._compute_counted(cid, snap, entry)
             except ChunkFailed as failure:
                 assert entry is not None
                 given_up = self._give_up(cid, snap, entry, failure)
                 if given_up is None:
-                    return commits  # retried on a later pass, after the poll interval
+                    self.schedule.failed(cid)
+                    return commits  # retried on a later pass, after a back-off
                 commit = given_up
             result = self.queue.commit(cid, commit)
             if result == GONE:
@@ -137,11 +165,27 @@ class Worker:
                 snap = fresh
                 continue
             commits += 1
-            self._observe(commit, time.perf_counter() - started)
+            self.schedule.succeeded(cid)
+            if self.metrics is not None:
+                self.metrics.observe(commit, time.perf_counter() - started)
             if commit.halt:
                 return commits
             snap = self._advance(cid, snap, commit)
         return commits
+
+    def _compute_counted(self, cid: str, snap: Snapshot, entry: Entry | None) -> Commit:
+        """``compute``, where a failure outside the estimator (the history cache, a runner, the
+        evidence body) costs the chunk an attempt like an estimator's: never a silent retry."""
+        try:
+            return self.compute(cid, snap, entry)
+        except (ChunkFailed, redis.ConnectionError, redis.TimeoutError):
+            raise
+        except Exception as exc:
+            if entry is None:  # a catch-up step has no chunk to count against: backed off
+                raise
+            log.exception("comparison %s: chunk %d failed outside the estimator", cid,
+                          entry.sequence)
+            raise ChunkFailed(f"outside the estimator: {type(exc).__name__}: {exc}") from exc
 
     def compute(self, cid: str, snap: Snapshot, entry: Entry | None,
                 dead_letter: DeadLetter | None = None) -> Commit:
@@ -153,11 +197,13 @@ class Worker:
         """
         history = self.cache.get(cid, snap.spec.x_dim, snap.spec.has_y, snap.sequence)
         models = model_summaries(snap.evidence)
-        runners = {m.name: Runner(snap.spec, m) for m in snap.spec.models}
-        states: dict[str, Any] = {}
+        runners = {m.name: runner_for(snap.spec, m) for m in snap.spec.models}
+        states: dict[str, bytes] = {}
         for name, summary in models.items():
             if summary["catching_up"]:
-                states[name] = self._catch_up(runners[name], snap, summary, history)
+                states[name] = state_to_bytes(catch_up(runners[name], snap, summary, history,
+                                                       self.settings.batch_chunks,
+                                                       self.settings.evidence_window_rows))
         sequence, block, error = snap.sequence, b"", snap.evidence["last_error"]
         n_observations, trace, seconds = snap.evidence["n_observations"], None, None
         skipped = snap.evidence.get("skipped_chunks", 0)
@@ -168,13 +214,20 @@ class Worker:
             joined = [n for n, s in models.items() if not s["catching_up"] and not s["failed"]]
             if dead_letter is None and snap.skip != sequence:
                 started = time.perf_counter()
-                updated = self._update(runners, snap, states, joined, rows,
-                                       history.prefix(snap.sequence), sequence)
+                before = {name: states.get(name, snap.states[name]) for name in joined}
+                # a model that caught up in this step has a state no helper can read
+                updated = self.tasks.update_all(cid, runners, before, rows, entry.block,
+                                                history.prefix(snap.sequence), sequence,
+                                                alone=bool(states))
                 seconds = time.perf_counter() - started
+                failed = next((r.error for r in updated.values() if r.error), None)
+                if failed is not None:
+                    raise ChunkFailed(failed)
                 n_observations += rows.count
-                for name, (state, info) in updated.items():
-                    states[name] = state
-                    models[name].update(runners[name].summary(state, info))
+                for name, result in updated.items():
+                    states[name] = result.state
+                    models[name].update(result.summary)
+                    advance(models[name], self.settings.evidence_window_rows)
             else:
                 block = empty_block(snap.spec.x_dim, snap.spec.has_y)
                 message = "skipped by the operator" if dead_letter is None else dead_letter.error
@@ -187,7 +240,7 @@ class Worker:
             trace = {"sequence": sequence, "version": snap.version + 1,
                      "n_observations": n_observations,
                      "compute_seconds": None if seconds is None else round(seconds, 4),
-                     "models": {n: _trace_point(models[n]) for n in joined}}
+                     "models": {n: trace_point(models[n]) for n in joined}}
         body = evidence_body(snap.spec, models, version=snap.version + 1, sequence=sequence,
                              n_observations=n_observations, last_error=error,
                              compute_seconds=seconds, status_reason=reason,
@@ -199,29 +252,11 @@ class Worker:
             block=block,
             evidence=body,
             trace=trace,
-            states={name: state_to_bytes(state) for name, state in states.items()},
+            states=states,
             catching_up=sum(bool(s["catching_up"]) for s in models.values()),
             status_reason=reason,
             dead_letter=dead_letter,
         )
-
-    @staticmethod
-    def _update(runners: dict[str, Runner], snap: Snapshot, states: dict[str, Any],
-                joined: list[str], rows: Rows, prefix: Any, sequence: int) -> dict[str, Any]:
-        """Every joined model's update; ``ChunkFailed`` if one raises or loses finiteness."""
-        updated = {}
-        for name in joined:
-            runner = runners[name]
-            try:
-                state, info = runner.update(_state(runner, snap, states, name), rows, prefix,
-                                            sequence)
-                log_z = runner.estimator.log_evidence(state)
-            except Exception as exc:  # EstimatorError, bad values, or a bug: all retried
-                raise ChunkFailed(f"model {name!r}: {type(exc).__name__}: {exc}") from exc
-            if not math.isfinite(log_z):
-                raise ChunkFailed(f"model {name!r}: log evidence became {log_z}")
-            updated[name] = (state, info)
-        return updated
 
     def _give_up(self, cid: str, snap: Snapshot, entry: Entry,
                  failure: ChunkFailed) -> Commit | None:
@@ -239,57 +274,14 @@ class Worker:
         letter = DeadLetter(failure.message, attempts, "halted" if halt else "skipped",
                             entry.block)
         if not halt:
-            return self.compute(cid, snap, entry, dead_letter=letter)
-        reason = (f"halted at chunk {entry.sequence}: it failed {attempts} attempt(s), last "
-                  f"{failure.message}; later chunks wait for POST /v1/comparisons/{cid}/resume")
-        body = evidence_body(snap.spec, model_summaries(snap.evidence),
-                             version=snap.version + 1, sequence=snap.sequence,
-                             n_observations=snap.evidence["n_observations"],
-                             last_error={"sequence": entry.sequence, "message": failure.message},
-                             status_reason=reason,
-                             skipped_chunks=snap.evidence.get("skipped_chunks", 0),
-                             halted_at=entry.sequence)
-        return Commit(version=snap.version, sequence=entry.sequence, entry_id=entry.id,
-                      block=b"", evidence=body, trace=None, states={},
-                      catching_up=sum(bool(m["catching_up"]) for m in snap.evidence["models"]),
-                      status_reason=reason, halt=True, dead_letter=letter)
-
-    def _catch_up(self, runner: Runner, snap: Snapshot, summary: dict[str, Any],
-                  history: Any) -> Any:
-        """Replay stored blocks (each with its own sequence) for a model added mid-stream."""
-        state = runner.load(snap.states[runner.name])
-        target = min(snap.sequence, summary["sequence"] + self.settings.batch_chunks)
-        try:
-            for sequence in range(summary["sequence"] + 1, target + 1):
-                rows = history.block(sequence - 1)
-                if rows.count:
-                    state, info = runner.update(state, rows, history.prefix(sequence - 1),
-                                                sequence)
-                    summary.update(runner.summary(state, info))
-                summary["sequence"] = sequence
-        except Exception as exc:
-            log.exception("model %s failed while catching up", runner.name)
-            summary.update(failed=f"{type(exc).__name__}: {exc}", catching_up=False)
-            return runner.load(snap.states[runner.name])
-        summary["catching_up"] = summary["sequence"] < snap.sequence
-        return state
-
-    @contextlib.contextmanager
-    def _heartbeat(self, cid: str) -> Iterator[None]:
-        """Keep renewing the lease while a long update runs, so no other worker takes over."""
-        done = threading.Event()
-
-        def beat() -> None:
-            while not done.wait(self.settings.lease_ttl / 3):
-                self.queue.renew(cid, self.settings.lease_ttl)
-
-        thread = threading.Thread(target=beat, name=f"lease-{cid}", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            done.set()
-            thread.join()
+            try:
+                return self.compute(cid, snap, entry, dead_letter=letter)
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise
+            except Exception:  # it cannot even be skipped (the failure is not the chunk's)
+                log.exception("comparison %s: chunk %d cannot be skipped", cid, entry.sequence)
+                halt, letter = True, DeadLetter(failure.message, attempts, "halted", entry.block)
+        return halt_commit(cid, snap, entry, failure.message, letter)
 
     def _advance(self, cid: str, snap: Snapshot, commit: Commit) -> Snapshot:
         if commit.entry_id:
@@ -303,29 +295,3 @@ class Worker:
             evidence=commit.evidence,
             states={**snap.states, **commit.states},
         )
-
-    def _observe(self, commit: Commit, seconds: float) -> None:
-        if self.metrics is None or not commit.entry_id:
-            return
-        self.metrics.update_seconds.observe(seconds)
-        if commit.dead_letter is not None:
-            self.metrics.dead_lettered.inc()
-        elif not commit.halt:
-            self.metrics.processed.inc()
-
-
-def catching_up(snap: Snapshot) -> bool:
-    return any(m["catching_up"] for m in snap.evidence["models"])
-
-
-def _state(runner: Runner, snap: Snapshot, states: dict[str, Any], name: str) -> Any:
-    return states[name] if name in states else runner.load(snap.states[name])
-
-
-def _trace_point(summary: dict[str, Any]) -> dict[str, Any]:
-    """One model's point of the trace (GET /history): log Z ± stderr and n, and the diagnostics
-    the dashboard plots, ESS (one decimal, as shown) and the update's annealing steps."""
-    ess, info = summary["ess"], summary.get("info") or {}
-    return {**{k: summary[k] for k in ("log_evidence", "log_evidence_stderr", "n_observations")},
-            "ess": None if ess is None else round(ess, 1),
-            "annealing_steps": info.get("annealing_steps")}

@@ -37,3 +37,25 @@ def test_every_quick_script_writes_through_the_common_paths() -> None:
             continue
         assert '"benchmarks/results' not in code and '/ "results"' not in code, script.name
         assert "json.dump(" not in code and ".write_text(json" not in code, script.name
+
+
+def test_results_name_the_commit_they_came_from() -> None:
+    """Every result's ``environment`` names the commit and whether its code was uncommitted (a
+    stop quoted figures from a tree that matched no commit, which no one could reproduce)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        from _common import environment
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    head = subprocess.run(["git", "-C", str(BENCHMARKS), "rev-parse", "HEAD"],
+                          capture_output=True, text=True)
+    recorded = environment(1)
+    if head.returncode != 0:  # not a git checkout (an unpacked archive): nothing to name
+        assert recorded["commit"] is None
+        return
+    assert recorded["commit"] == head.stdout.strip()
+    dirty = subprocess.run(["git", "-C", str(BENCHMARKS), "status", "--porcelain", "--",
+                            "../estimators", "../models", "../service", "."],
+                           capture_output=True, text=True, check=True).stdout
+    assert recorded["uncommitted_code"] == any(
+        line.endswith(".py") for line in dirty.splitlines())

@@ -4,7 +4,6 @@ test command."""
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import os
 import re
@@ -12,12 +11,14 @@ import signal
 import socket
 import subprocess
 import sys
+import typing
 from pathlib import Path
 
+import annotated_types
 import pytest
 import torch
 
-from estimators import SGAISConfig
+from estimators import METHODS
 from models import FAMILIES, ModelConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -135,12 +136,46 @@ def test_model_family_tables_match_the_code() -> None:
                     FAMILIES[family](**{**valid, key: outside})
 
 
-def test_settings_table_matches_the_defaults() -> None:
+def setting_range(record: type, name: str) -> str:
+    """How the README writes a setting's range: [low, high] (brackets open where the bound is
+    strict), its choices, or its booleans."""
+    field = record.model_fields[name]
+    if field.annotation is bool:
+        return "`true`, `false`"
+    if typing.get_origin(field.annotation) is typing.Literal:
+        return ", ".join(f"`{choice}`" for choice in typing.get_args(field.annotation))
+    if field.annotation is str:
+        return "`cpu`, `cuda[:k]`"
+    number = (lambda v: f"{v:_}") if field.annotation is int else (lambda v: f"{v:g}")
+    low = high = ""
+    for bound in field.metadata:
+        if isinstance(bound, annotated_types.Ge | annotated_types.Gt):
+            strict = isinstance(bound, annotated_types.Gt)
+            low = ("(" if strict else "[") + number(getattr(bound, "gt" if strict else "ge"))
+        if isinstance(bound, annotated_types.Le | annotated_types.Lt):
+            strict = isinstance(bound, annotated_types.Lt)
+            high = number(getattr(bound, "lt" if strict else "le")) + (")" if strict else "]")
+    return f"{low}, {high}"
+
+
+def test_settings_tables_match_the_records() -> None:
+    """One row per (setting, methods) with the record's default and bounds; every setting of
+    every method in exactly one row."""
     section = README.split("## Estimator settings", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(r"^\| `(\w+)` \| `([^`]*)` \|", section, flags=re.MULTILINE)
-    table = dict(rows)
-    defaults = {f.name: repr(f.default) for f in dataclasses.fields(SGAISConfig)}
-    assert table == defaults, "update the settings table in README.md"
+    rows = re.findall(
+        r"^\| `(\w+)` \| `([^`]*)` \| ([^|]+) \| ([\w, ]+) \|", section, flags=re.MULTILINE
+    )
+    table: dict[tuple[str, str], tuple[str, str]] = {}
+    for name, default, bounds, methods in rows:
+        for method in methods.split(", "):
+            assert (method, name) not in table, f"{method}.{name} is in two rows"
+            table[method, name] = (default, bounds.strip())
+    expected = {
+        (method, name): (repr(field.default), setting_range(entry.settings, name))
+        for method, entry in METHODS.items()
+        for name, field in entry.settings.model_fields.items()
+    }
+    assert table == expected, "update the settings tables in README.md"
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

@@ -1,6 +1,10 @@
 """Relays published evidence updates to this process's websockets and waiting requests.
 
-One pattern subscription per API process; each local subscriber keeps only the newest update
+On one node: one pattern subscription per API process. In a Redis Cluster the updates are
+published on sharded channels (they stay on the comparison's shard), which take no patterns: the
+process subscribes to the channel of each comparison it has local subscribers for, and, once
+subscribed, reads the comparison's evidence afresh, so an update published before the
+subscription took effect is not missed. Each local subscriber keeps only the newest update
 (a slow client skips intermediate versions instead of building a backlog). When the server shuts
 down, ``close`` ends every wait at once (``Closing``).
 """
@@ -15,8 +19,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterPubSub
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from service.store.keys import comparison_id_from_channel, updates_pattern
+from service.store.connection import AsyncClient, is_cluster
+from service.store.keys import Keys, comparison_id_from_channel, updates_pattern
 
 log = logging.getLogger("modelcompare.broadcast")
 
@@ -58,10 +65,11 @@ class Subscription:
 
 
 class Broadcaster:
-    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+    def __init__(self, client: AsyncClient, prefix: str) -> None:
         self._client = client
         self._prefix = prefix
         self._subscribers: dict[str, set[Subscription]] = {}
+        self._changed = asyncio.Event()  # the set of comparisons with subscribers changed
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         self.closed = False
@@ -87,6 +95,7 @@ class Broadcaster:
     def subscribe(self, cid: str) -> Iterator[Subscription]:
         subscription = Subscription(closed=self.closed)
         self._subscribers.setdefault(cid, set()).add(subscription)
+        self._changed.set()
         try:
             yield subscription
         finally:
@@ -94,8 +103,12 @@ class Broadcaster:
             subscribers.discard(subscription)
             if not subscribers:
                 self._subscribers.pop(cid, None)
+                self._changed.set()
 
     async def _listen(self) -> None:
+        if is_cluster(self._client):
+            await self._listen_sharded()
+            return
         while True:
             try:
                 pubsub = self._client.pubsub()
@@ -107,6 +120,46 @@ class Broadcaster:
             except (aioredis.ConnectionError, OSError) as exc:
                 log.warning("pub/sub connection lost: %s", exc)
                 await asyncio.sleep(0.5)
+
+    async def _listen_sharded(self) -> None:
+        assert isinstance(self._client, AsyncRedisCluster)
+        while True:
+            pubsub = self._client.pubsub()
+            try:
+                await self._client.initialize()  # the slot map: SSUBSCRIBE needs it first
+                active: set[str] = set()
+                self.ready.set()
+                while True:
+                    self._changed.clear()  # before _follow reads the subscribers: none missed
+                    await self._follow(pubsub, active)
+                    if not active:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._changed.wait(), 1.0)
+                        continue
+                    message = await pubsub.get_sharded_message(ignore_subscribe_messages=True,
+                                                               timeout=0.05)
+                    if message is not None and message["type"] in ("smessage", b"smessage"):
+                        self._dispatch(message["channel"].decode(), message["data"])
+            except (aioredis.RedisError, OSError) as exc:
+                log.warning("sharded pub/sub connection lost: %s", exc)
+                await asyncio.sleep(0.5)
+            finally:
+                with contextlib.suppress(aioredis.RedisError, OSError):
+                    await pubsub.aclose()
+
+    async def _follow(self, pubsub: ClusterPubSub, active: set[str]) -> None:
+        """Subscribe to the channels of the comparisons with local subscribers, and only those."""
+        wanted = set(self._subscribers)
+        for cid in sorted(wanted - active):
+            keys = Keys(self._prefix, cid)
+            await pubsub.ssubscribe(keys.updates)
+            active.add(cid)
+            current = await self._client.get(keys.evidence)
+            if current is not None:
+                self._dispatch(keys.updates, current)
+        for cid in sorted(active - wanted):
+            await pubsub.sunsubscribe(Keys(self._prefix, cid).updates)
+            active.discard(cid)
 
     def _dispatch(self, channel: str, data: bytes) -> None:
         subscribers = self._subscribers.get(comparison_id_from_channel(channel))

@@ -30,22 +30,30 @@ class BodyTooLarge(HTTPException):
         super().__init__(413, f"body exceeds {limit} bytes")
 
 
-class BodyLimit:
-    """ASGI middleware: 413 before reading a body whose Content-Length exceeds ``limit``, and as
-    soon as a streamed (chunked) body passes it, so no route ever holds more than ``limit``."""
+# Read-only POSTs whose body is query rows: parsed by FastAPI on the event loop, so they get a
+# tighter byte limit (MAX_QUERY_BODY_BYTES) than chunks, which are parsed in a thread.
+QUERY_PATHS = ("/predict", "/expectation")
 
-    def __init__(self, app: ASGIApp, limit: int) -> None:
+
+class BodyLimit:
+    """ASGI middleware: 413 before reading a body whose Content-Length exceeds the limit, and as
+    soon as a streamed (chunked) body passes it, so no route ever holds more than ``limit``
+    (``query_limit`` for predict and expectation)."""
+
+    def __init__(self, app: ASGIApp, limit: int, query_limit: int | None = None) -> None:
         self.app = app
         self.limit = limit
+        self.query_limit = limit if query_limit is None else min(limit, query_limit)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.query_limit if scope["path"].endswith(QUERY_PATHS) else self.limit
         declared = Headers(scope=scope).get("content-length", "")
-        if declared.isdigit() and int(declared) > self.limit:
-            response = error_response(413, "too_large", f"body exceeds {self.limit} bytes",
-                                      {"limit": self.limit})
+        if declared.isdigit() and int(declared) > limit:
+            response = error_response(413, "too_large", f"body exceeds {limit} bytes",
+                                      {"limit": limit})
             await response(scope, receive, send)
             return
         received = 0
@@ -55,8 +63,8 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.limit:
-                    raise BodyTooLarge(self.limit)
+                if received > limit:
+                    raise BodyTooLarge(limit)
             return message
 
         await self.app(scope, limited, send)
@@ -109,6 +117,12 @@ def _array(values: Any, ndim: int, name: str) -> np.ndarray | None:
 
 def parse_chunk(body: bytes, spec: ComparisonSpec, max_rows: int) -> tuple[bytes, int]:
     """The chunk's binary block and row count, or the 4xx ``ApiError`` that explains it."""
+    # Every row of x opens a bracket: a body with far more than ``max_rows`` of them is refused
+    # before json.loads builds a Python list per row (~25× the body's bytes in memory); up to
+    # 10,000 lists cost nothing, so a small ``max_rows`` still gets the precise answers below.
+    if body.count(b"[") > max(max_rows, 10_000) + 2:
+        raise ApiError(413, "too_large", f"more than {max_rows} rows (the limit)",
+                       {"limit": max_rows})
     try:
         data = json.loads(body)
     except ValueError as exc:
@@ -150,8 +164,15 @@ def parse_chunk(body: bytes, spec: ComparisonSpec, max_rows: int) -> tuple[bytes
     return encode_block(x, y), rows
 
 
-def parse_query(values: list[list[float]] | None, spec: ComparisonSpec) -> torch.Tensor | None:
-    """Query inputs for predict: rows of ``x_dim`` finite numbers (one row if no model reads x)."""
+def parse_query(
+    values: list[list[float]] | None, spec: ComparisonSpec, max_rows: int
+) -> torch.Tensor | None:
+    """Query inputs for predict: rows of ``x_dim`` finite numbers (one row if no model reads x),
+    at most ``max_rows`` of them."""
+    if values is not None and len(values) > max_rows:
+        raise ApiError(422, "limit_exceeded", f"x: {len(values):,} rows exceed the limit "
+                       f"max_query_rows = {max_rows:,} (MODELCOMPARE_MAX_QUERY_ROWS)",
+                       {"limit": "max_query_rows", "value": len(values), "allowed": max_rows})
     x = _array(values, 2, "x")
     if not spec.x_dim:
         return None if x is None else torch.from_numpy(x)

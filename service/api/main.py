@@ -6,8 +6,6 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 
-import redis
-import redis.asyncio as aioredis
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
@@ -31,7 +29,10 @@ from service.core.security import Keyring
 from service.embedded import EmbeddedRedis
 from service.metrics import Metrics
 from service.store.comparisons import Comparisons
+from service.store.connection import Connection
 from service.worker import Worker
+
+REDIS_STARTUP_WAIT = 30.0  # seconds the API waits for Redis to answer when it starts
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
@@ -45,7 +46,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 embedded = EmbeddedRedis(settings.data_dir)
                 stack.callback(embedded.close)
                 url = embedded.url
-            client = aioredis.Redis.from_url(url)
+            # A busy pool makes a request wait (up to redis_pool_timeout) for a connection
+            # instead of failing at once; past that the request gets 503.
+            connection = Connection.detect(url, wait=REDIS_STARTUP_WAIT)
+            client = connection.pooled_async_client(settings.redis_pool_size,
+                                                    settings.redis_pool_timeout)
             app.state.settings = settings
             app.state.redis_url = url
             app.state.metrics = Metrics()
@@ -55,7 +60,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.shutdown.on_begin(app.state.broadcaster.close)
             if settings.runs_worker_inline:
                 stack.enter_context(
-                    _inline_worker(url, settings, app.state.metrics, app.state.shutdown)
+                    _inline_worker(connection, settings, app.state.metrics, app.state.shutdown)
                 )
             try:
                 yield
@@ -76,7 +81,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.state.shutdown = Shutdown(settings.shutdown_timeout)
     app.state.keyring = Keyring(settings.api_keys) if settings.api_keys else None
-    app.add_middleware(BodyLimit, limit=settings.max_body_bytes)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
+                       query_limit=settings.max_query_body_bytes)
     if settings.cors_origins:
         app.add_middleware(
             CORSMiddleware,
@@ -93,11 +99,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
 @contextlib.contextmanager
 def _inline_worker(
-    url: str, settings: Settings, metrics: Metrics, shutdown: Shutdown
+    connection: Connection, settings: Settings, metrics: Metrics, shutdown: Shutdown
 ) -> Iterator[Worker]:
     """A worker thread; it stops when shutdown begins and is waited for until its deadline (a
     daemon thread: the process may exit during an update, recomputed on the next start)."""
-    client = redis.Redis.from_url(url)
+    client = connection.sync_client()
     stop = threading.Event()
     shutdown.on_begin(stop.set)
     worker = Worker(client, settings, metrics=metrics)

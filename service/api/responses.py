@@ -41,6 +41,17 @@ class ComparisonList(Body):
     comparisons: list[ComparisonOut]
 
 
+class WindowEvidence(Body):
+    rows: int = Field(description="rows the window spans (at least evidence_window_rows once seen)")
+    log_evidence: float | None = Field(description="log p(last rows | earlier rows)")
+    log_evidence_stderr: float | None
+    log_bayes_factor: float | None = Field(
+        description="windowed log Z minus the best model's; null while not comparable"
+    )
+    log_bayes_factor_stderr: float | None
+    best: str | None = Field(description="the model with the largest windowed log Z")
+
+
 class ModelEvidence(Body):
     name: str
     family: str
@@ -56,6 +67,9 @@ class ModelEvidence(Body):
         description="null while catching up or failed: not comparable yet"
     )
     info: dict[str, Any] | None = Field(description="the estimator's diagnostics of its last step")
+    window: WindowEvidence | None = Field(
+        description="windowed evidence of the last rows; null before the first chunk"
+    )
 
 
 class Evidence(Body):

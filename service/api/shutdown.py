@@ -19,6 +19,9 @@ from collections.abc import Callable
 import uvicorn
 from fastapi import FastAPI
 
+from service.api.http import server_config
+from service.core.config import Settings
+
 
 class Shutdown:
     """The shutdown deadline, and what to tell when it starts (idempotent)."""
@@ -58,9 +61,6 @@ class GracefulServer(uvicorn.Server):
         await super().shutdown(sockets)
 
 
-def serve(app: FastAPI, host: str, port: int, log_level: str) -> None:
-    shutdown: Shutdown = app.state.shutdown
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level=log_level, timeout_graceful_shutdown=shutdown.timeout
-    )
-    GracefulServer(config, shutdown).run()
+def serve(app: FastAPI, settings: Settings, log_level: str) -> None:
+    """Run ``app`` with the HTTP limits of ``settings`` (service/api/http.py) until SIGTERM."""
+    GracefulServer(server_config(app, settings, log_level), app.state.shutdown).run()

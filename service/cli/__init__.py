@@ -20,6 +20,7 @@ from service.cli.errors import CliError
 from service.cli.ingest import ingest
 from service.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, ModelCompareError, ServerUnreachable
 from service.core.config import Settings
+from service.store.connection import UnsupportedRedis
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
@@ -167,7 +168,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         hint = f" (use --api-key or {API_KEY_ENV})" if exc.status == 401 else ""
         verb = "is unavailable" if exc.status == 503 else "refused"
         _fail(f"the server {verb}: {exc}{hint}")
-    except CliError as exc:
+    except (CliError, UnsupportedRedis) as exc:
         _fail(str(exc))
     except KeyboardInterrupt:
         sys.exit(130)

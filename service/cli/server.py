@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import threading
 from pathlib import Path
@@ -24,6 +25,13 @@ def settings(args: argparse.Namespace) -> Settings:
     return loaded
 
 
+def worker_threads(loaded: Settings) -> int:
+    """Torch threads of a ``modelcompare worker``: MODELCOMPARE_TORCH_THREADS, else 1. Workers
+    scale by process (several share a host), and a chunk's tensors are too small for threads
+    to pay: more only compete for the cores the other workers use."""
+    return loaded.torch_threads or 1
+
+
 def free_data_folder(folder: Path) -> None:
     """One line, before any server starts, when another server holds the embedded Redis's
     folder (the app itself would refuse it too, with a traceback in uvicorn's log)."""
@@ -40,17 +48,20 @@ def serve(args: argparse.Namespace) -> None:
     loaded = settings(args)
     if loaded.redis_url is None:
         free_data_folder(loaded.data_dir)
-    serve_app(create_app(loaded), loaded.host, loaded.port, args.log_level)
+    serve_app(create_app(loaded), loaded, args.log_level)
 
 
 def worker(args: argparse.Namespace) -> None:
     import redis
+    import torch
     from prometheus_client import start_http_server
 
     from service.metrics import Metrics
+    from service.store.connection import Connection
     from service.worker import Worker
 
     loaded = settings(args)
+    torch.set_num_threads(worker_threads(loaded))
     if loaded.redis_url is None:
         raise CliError("modelcompare worker needs a Redis server: --redis-url or REDIS_URL")
     metrics = Metrics()
@@ -59,7 +70,15 @@ def worker(args: argparse.Namespace) -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    Worker(redis.Redis.from_url(loaded.redis_url), loaded, metrics=metrics).run(stop)
+    connection = None
+    while connection is None and not stop.is_set():  # a worker may start before Redis
+        try:
+            connection = Connection.detect(loaded.redis_url)
+        except redis.ConnectionError as exc:
+            logging.getLogger("modelcompare.worker").warning("waiting for Redis: %s", exc)
+            stop.wait(loaded.poll_interval)
+    if connection is not None:
+        Worker(connection.sync_client(), loaded, metrics=metrics).run(stop)
 
 
 def demo(args: argparse.Namespace) -> None:

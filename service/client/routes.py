@@ -74,7 +74,9 @@ class Routes(Generic[T]):
 
     @endpoint("GET", "/v1/comparisons/{cid}/evidence")
     def evidence(self, cid: str) -> Call:
-        """Per model log Z ± stderr, n, ESS, P(model | data); version, sequence, status."""
+        """Per model log Z ± stderr, n, ESS, P(model | data), and ``window``: log p(last W rows |
+        earlier rows) ± stderr with the windowed log Bayes factor vs the best model; version,
+        sequence, status."""
         return Call()
 
     @endpoint("GET", "/v1/comparisons/{cid}/weights")

@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.core.security import KeyScope
+from service.limits import Limits
 
 
 class Settings(BaseSettings):
@@ -25,17 +26,52 @@ class Settings(BaseSettings):
     port: int = 8000
     embedded_worker: bool | None = None  # default: on exactly when Redis is embedded
     max_rows: int = Field(default=100_000, ge=1)
-    max_body_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    # A JSON body takes ~15× its size in memory while parsed: 16 MiB keeps a chunk under 300 MB.
+    max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
     wait_timeout: float = Field(default=30.0, gt=0)
     # `modelcompare serve` exits within this many seconds of SIGTERM (service/api/shutdown.py),
     # plus the embedded Redis' own shutdown.
     shutdown_timeout: float = Field(default=5.0, gt=0)
     idempotency_ttl: float = Field(default=24 * 3600.0, gt=0)
-    lease_ttl: float = Field(default=30.0, gt=0)  # a worker's hold on one comparison
+    # A worker's hold on one comparison, renewed every lease_ttl / 3 while it serves it: a dead
+    # worker's comparison is taken over within lease_ttl + poll_interval + one update.
+    lease_ttl: float = Field(default=2.0, gt=0)
     poll_interval: float = Field(default=0.5, gt=0)
+    # A comparison whose step fails waits poll_interval, doubling per failure up to this.
+    failure_backoff_max: float = Field(default=30.0, gt=0)
+    # Every housekeeping_interval s a worker removes consumers idle over consumer_idle_max s
+    # that own no pending entry from the consumer groups (service/housekeeping.py).
+    housekeeping_interval: float = Field(default=60.0, gt=0)
+    consumer_idle_max: float = Field(default=600.0, gt=0)
+    # Workers share out a chunk's model updates (service/parallel.py); False: the worker
+    # holding a comparison's lease computes every model itself.
+    parallel_models: bool = True
     batch_chunks: int = Field(default=16, ge=1)  # chunks a worker applies per lease
+    # rows of the windowed evidence log p(last W rows | earlier rows) (service/window.py)
+    evidence_window_rows: int = Field(default=5000, ge=1, le=10**9)
     history_cache: int = Field(default=16, ge=1)  # comparisons whose history a worker caches
-    torch_threads: int | None = Field(default=None, ge=1)  # intra-op threads; None: torch's
+    # intra-op threads; None: torch's default, except `modelcompare worker`, which uses 1
+    torch_threads: int | None = Field(default=None, ge=1)
+    # What one comparison may ask for (README "Limits"), checked at create and add-model before
+    # anything is allocated; sized so a few large comparisons fit a 2-core, 24 GB host.
+    max_models: int = Field(default=50, ge=1)
+    max_comparison_parameters: int = Field(default=20_000, ge=1)  # summed over the models
+    # Every model's stored state (particles × parameters × 8 B; D×D for exact): a worker holds
+    # them all and rewrites them in Redis on every commit.
+    max_state_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    max_x_dim: int = Field(default=10_000, ge=1)  # numbers per row; columns read are below it
+    max_query_rows: int = Field(default=10_000, ge=1)  # rows of x per predict or expectation
+    max_query_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)  # their body (413)
+    # Wall seconds one chunk's update may take (checked between annealing and move steps); past
+    # it the update fails like a poison chunk (attempts, then dead letter).
+    update_budget: float = Field(default=30.0, gt=0)
+    # HTTP server (uvicorn) and Redis pool limits.
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)  # request line and headers
+    keep_alive_timeout: float = Field(default=5.0, gt=0)  # idle keep-alive connections close
+    request_read_timeout: float = Field(default=10.0, gt=0)  # headers and body must arrive
+    max_connections: int = Field(default=1000, ge=1)  # more get 503 at once
+    redis_pool_size: int = Field(default=100, ge=1)
+    redis_pool_timeout: float = Field(default=5.0, gt=0)  # a request waits this long for one
     # Access control (README "Security"): key -> {"read": [...], "write": [...]}, patterns over
     # comparison ids and names; empty: no keys needed. CORS is off unless origins are listed.
     api_keys: dict[str, KeyScope] = Field(default_factory=dict, repr=False)  # keys: secrets
@@ -44,6 +80,11 @@ class Settings(BaseSettings):
     # comparison until POST .../resume, "skip" leaves the chunk out and goes on.
     poison_policy: Literal["halt", "skip"] = "halt"
     poison_max_attempts: int = Field(default=3, ge=1)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(self.max_models, self.max_comparison_parameters, self.max_state_bytes,
+                      self.max_x_dim)
 
     @property
     def runs_worker_inline(self) -> bool:

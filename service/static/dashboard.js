@@ -197,7 +197,7 @@
       addPoint(m.name, m.n_observations, {
         logZ: m.log_evidence, stderr: m.log_evidence_stderr,
         probability: m.posterior_probability, ess: m.ess,
-        steps: m.info ? m.info.annealing_steps : null,
+        steps: m.info?.annealing_steps ?? null,  // methods without annealing have none
       });
     }
     addUpdateTime(evidence.n_observations, evidence.compute_seconds);
@@ -325,6 +325,15 @@
     return rows != null && rows < m.n_observations ? `${fixed(m.elbo, 2)} (of ${rows} rows)` : fixed(m.elbo, 2);
   }
 
+  // Windowed evidence (service/window.py): this model's log Z over the last rows minus the best
+  // model's on the same rows.
+  function windowText(m) {
+    const w = m.window;
+    if (!w || w.log_bayes_factor == null) return "—";
+    if (w.best === m.name) return `best (last ${w.rows} rows)`;
+    return `${fixed(w.log_bayes_factor, 2)} ± ${fixed(w.log_bayes_factor_stderr, 2)}`;
+  }
+
   function renderTable() {
     const evidence = view.evidence;
     const reference = currentBest();
@@ -347,8 +356,8 @@
       const versusBest = m === reference ? "best" : factor ? `${fixed(factor.value, 2)} ± ${fixed(factor.stderr, 2)}` : "—";
       const cells = [logZ, versusBest,
         seen ? fixed(m.log_evidence / m.n_observations, 4) : "—", fixed(m.posterior_probability, 4),
-        String(m.n_observations), fixed(m.ess, 1), m.info ? String(m.info.annealing_steps) : "—",
-        elboText(m)];
+        String(m.n_observations), fixed(m.ess, 1), m.info?.annealing_steps != null ? String(m.info.annealing_steps) : "—",
+        elboText(m), windowText(m)];
       row.append(name, ...cells.map((text, i) => element("td", text, i === 7 ? "elbo" : "")));
       const state = element("td");
       if (m.failed) state.append(element("span", "failed", "badge bad"));

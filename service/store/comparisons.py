@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-import redis.asyncio as aioredis
-
 from service.schemas import ComparisonSpec, ModelSpec
 from service.store import scripts
+from service.store.connection import AsyncClient, publish_command
 from service.store.keys import GROUP, Keys, index_key, work_channel
+from service.store.trace import decode_point
 
 
 class NotFound(LookupError):
@@ -32,7 +34,8 @@ class Meta:
 
 class Ingested(NamedTuple):
     """What ``Comparisons.ingest`` did: ``status`` accepted, duplicate (the key's chunk has the
-    same body), conflict (the key was used with another body) or missing (no comparison). For
+    same body), conflict (the key was used with another body), missing (no comparison) or stale
+    (a model was added since the chunk was validated). For
     a duplicate or conflict, ``sequence`` and ``rows`` are those of the chunk first recorded
     under the key (``rows`` None for a record older than that field)."""
 
@@ -42,10 +45,11 @@ class Ingested(NamedTuple):
 
 
 class Comparisons:
-    def __init__(self, client: aioredis.Redis, prefix: str, idempotency_ttl: float) -> None:
+    def __init__(self, client: AsyncClient, prefix: str, idempotency_ttl: float) -> None:
         self.client = client
         self.prefix = prefix
         self._idempotency_ms = int(idempotency_ttl * 1000)
+        self._publish = publish_command(client)
         self._create = client.register_script(scripts.CREATE)
         self._ingest = client.register_script(scripts.INGEST)
         self._add_model = client.register_script(scripts.ADD_MODEL)
@@ -56,13 +60,24 @@ class Comparisons:
     async def create(
         self, spec: ComparisonSpec, evidence: dict[str, Any], states: dict[str, bytes]
     ) -> None:
+        """Write the comparison and list it; on any failure (Redis unreachable or a reply lost
+        midway, the request cancelled) remove whatever was written, then raise."""
         keys = self.keys(spec.id)
         pairs: list[Any] = [item for name, data in states.items() for item in (name, data)]
-        await self._create(
-            keys=[keys.meta, keys.states, keys.evidence, keys.stream],
-            args=[spec.model_dump_json(), json.dumps(evidence, allow_nan=False), GROUP, *pairs],
-        )
-        await self.client.sadd(index_key(self.prefix), spec.id)
+        try:
+            await self._create(
+                keys=[keys.meta, keys.states, keys.evidence, keys.stream],
+                args=[spec.model_dump_json(), json.dumps(evidence, allow_nan=False), GROUP,
+                      *pairs],
+            )
+            await self.client.sadd(index_key(self.prefix), spec.id)
+        except BaseException:
+            # The index is outside the comparison's hash tag (one script cannot write both on a
+            # cluster), so an interrupted create is undone here; Redis runs these after the
+            # script if it is still running.
+            with contextlib.suppress(Exception):
+                await self._remove(spec.id)
+            raise
 
     async def ids(self) -> list[str]:
         return sorted(m.decode() for m in await self.client.smembers(index_key(self.prefix)))
@@ -89,7 +104,8 @@ class Comparisons:
 
     async def trace(self, cid: str) -> list[dict[str, Any]]:
         await self.meta(cid)
-        return [json.loads(item) for item in await self.client.lrange(self.keys(cid).trace, 0, -1)]
+        stored = await self.client.lrange(self.keys(cid).trace, 0, -1)
+        return [decode_point(item) for item in stored]
 
     async def states(
         self, cid: str
@@ -109,11 +125,44 @@ class Comparisons:
             {name.decode(): data for name, data in states.items()},
         )
 
+    async def chunks(self, cid: str, applied: int, page: int = 64) -> AsyncIterator[
+            tuple[int, bytes]]:
+        """``(sequence, block)`` of every chunk stored or queued: the ``applied`` blocks, then
+        the stream (queued, pending or halted), then blocks applied meanwhile; a chunk applied
+        while it is read may come twice, none is missed."""
+        keys = self.keys(cid)
+        for start in range(0, applied, page):
+            blocks = await self.client.lrange(keys.blocks, start, min(start + page, applied) - 1)
+            for offset, block in enumerate(blocks):
+                yield start + offset + 1, block
+        seen: set[int] = set()
+        after = "-"
+        while True:
+            entries = await self.client.xrange(keys.stream, after, "+", count=page)
+            for _, fields in entries:
+                sequence = int(fields[b"sequence"])
+                seen.add(sequence)
+                if sequence > applied:
+                    yield sequence, fields[b"block"]
+            if len(entries) < page:
+                break
+            after = "(" + entries[-1][0].decode()
+        now = int(await self.client.hget(keys.meta, "sequence") or applied)
+        for sequence in range(applied + 1, now + 1):
+            if sequence not in seen:
+                yield sequence, await self.client.lindex(keys.blocks, sequence - 1)
+
     async def delete(self, cid: str) -> None:
         """Remove every key of the comparison: meta first, so nothing else touches it after."""
         keys = self.keys(cid)
         if not await self.client.delete(keys.meta):
             raise NotFound(cid)
+        await self._remove(cid)
+        await self.client.publish(keys.updates, json.dumps({"id": cid, "deleted": True}))
+
+    async def _remove(self, cid: str) -> None:
+        keys = self.keys(cid)
+        await self.client.delete(keys.meta)
         await self.client.srem(index_key(self.prefix), cid)
         batch: list[bytes] = []
         async for key in self.client.scan_iter(match=keys.pattern, count=500):
@@ -123,12 +172,15 @@ class Comparisons:
                 batch.clear()
         if batch:
             await self.client.delete(*batch)
-        await self.client.publish(keys.updates, json.dumps({"id": cid, "deleted": True}))
+        await self.client.execute_command(self._publish, keys.updates,
+                                          json.dumps({"id": cid, "deleted": True}))
 
     async def ingest(
-        self, cid: str, block: bytes, rows: int, digest: str, idempotency_key: str | None
+        self, cid: str, block: bytes, rows: int, digest: str, idempotency_key: str | None,
+        models: int,
     ) -> Ingested:
-        """Record and queue a chunk in one step."""
+        """Record and queue a chunk in one step, unless the comparison no longer has the
+        ``models`` models it was validated against (status ``stale``)."""
         keys = self.keys(cid)
         status, sequence, recorded = await self._ingest(
             keys=[keys.meta, keys.stream, keys.idempotency(idempotency_key or "")],
@@ -140,6 +192,8 @@ class Comparisons:
                 work_channel(self.prefix),
                 cid,
                 "1" if idempotency_key else "0",
+                models,
+                bytes.fromhex(digest),
             ],
         )
         return Ingested(status.decode(), int(sequence), int(recorded) if recorded else None)
@@ -153,7 +207,8 @@ class Comparisons:
         state: bytes,
         catching_up: bool,
     ) -> int:
-        """Compare-and-set on ``meta.version``: 1 added, 0 stale, -1 gone, -2 name taken."""
+        """Compare-and-set on ``meta.version`` and ``meta.ingested`` (the chunks the model was
+        checked against): 1 added, 0 stale, -1 gone, -2 name taken."""
         keys = self.keys(spec.id)
         result = await self._add_model(
             keys=[keys.meta, keys.states, keys.evidence],
@@ -167,6 +222,8 @@ class Comparisons:
                 work_channel(self.prefix),
                 spec.id,
                 int(catching_up),
+                meta.ingested,
+                self._publish,
             ],
         )
         return int(result)

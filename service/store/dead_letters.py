@@ -6,12 +6,11 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import redis.asyncio as aioredis
-
 from service.evidence import status_fields
 from service.store import scripts
 from service.store.codec import decode_block
 from service.store.comparisons import NotFound
+from service.store.connection import AsyncClient, publish_command
 from service.store.keys import Keys, work_channel
 
 ResumeAction = Literal["retry", "skip"]
@@ -33,8 +32,9 @@ class DeadLetterRecord:
 
 
 class DeadLetters:
-    def __init__(self, client: aioredis.Redis, prefix: str) -> None:
+    def __init__(self, client: AsyncClient, prefix: str) -> None:
         self.client = client
+        self._publish = publish_command(client)
         self.prefix = prefix
         self._resume = client.register_script(scripts.RESUME)
 
@@ -86,7 +86,7 @@ class DeadLetters:
             result = await self._resume(
                 keys=[keys.meta, keys.evidence, keys.attempts],
                 args=[int(version), halted, action, json.dumps(body, allow_nan=False),
-                      reason or "", keys.updates, work_channel(self.prefix), cid],
+                      reason or "", keys.updates, work_channel(self.prefix), cid, self._publish],
             )
             if result == 1:
                 return body

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-import redis
-
 from estimators import InMemoryHistory, Rows
-from estimators.history import RowsHistory
+from estimators.data.history import RowsHistory
 from service.store.codec import decode_block
+from service.store.connection import SyncClient
 from service.store.keys import Keys
 
 
@@ -39,7 +38,7 @@ class BlockHistory:
 class HistoryCache:
     """Least-recently-used ``BlockHistory`` per comparison, filled from Redis on demand."""
 
-    def __init__(self, client: redis.Redis, prefix: str, capacity: int) -> None:
+    def __init__(self, client: SyncClient, prefix: str, capacity: int) -> None:
         self._client = client
         self._prefix = prefix
         self._capacity = capacity

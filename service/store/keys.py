@@ -17,7 +17,8 @@ class Keys:
 
     @property
     def meta(self) -> str:
-        # hash: spec, version, sequence (applied), next_seq (ingested), catching_up; while halted
+        # hash: spec, models (how many the spec has), version, sequence (applied), next_seq
+        # (ingested), catching_up; while halted
         # on a dead-lettered chunk: halted (its sequence); skip (a sequence the operator let go);
         # status_reason ('' when the status is ok)
         return self._key("meta")
@@ -53,6 +54,17 @@ class Keys:
     @property
     def lease(self) -> str:  # string: token of the worker applying this comparison's chunks
         return self._key("lease")
+
+    @property
+    def tasks(self) -> str:
+        # hash: the model updates of the chunk being applied, shared out among workers:
+        # sequence, block, models ('\n'-joined); per model claim:<name> ('<consumer>|<deadline
+        # ms>'), then state:<name> and summary:<name>, or error:<name>
+        return self._key("tasks")
+
+    @property
+    def tasks_done(self) -> str:  # list: names of models whose staged result just landed
+        return self._key("tasksdone")
 
     @property
     def updates(self) -> str:  # pub/sub channel: the evidence body after every commit

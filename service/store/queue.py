@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import socket
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -12,7 +14,9 @@ import redis
 
 from service.schemas import ComparisonSpec
 from service.store import scripts
-from service.store.keys import GROUP, Keys, index_key
+from service.store.connection import SyncClient, publish_command
+from service.store.keys import GROUP, Keys
+from service.store.trace import encode_point
 
 APPLIED, STALE, GONE = 1, 0, -1
 
@@ -67,38 +71,42 @@ class Commit:
 class Queue:
     """Redis side of a worker (synchronous client)."""
 
-    def __init__(self, client: redis.Redis, prefix: str, consumer: str | None = None) -> None:
+    def __init__(self, client: SyncClient, prefix: str, consumer: str | None = None) -> None:
         self.client = client
         self.prefix = prefix
-        self.consumer = consumer or f"worker-{uuid.uuid4().hex[:12]}"
+        # host and pid in the name: an operator (or benchmarks/recovery.py) can tell which
+        # process holds a lease or owns a pending entry
+        self.consumer = consumer or (
+            f"worker-{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        )
+        self._publish = publish_command(client)
         self._commit = client.register_script(scripts.COMMIT)
+        self._acquire = client.register_script(scripts.ACQUIRE)
         self._renew = client.register_script(scripts.RENEW)
         self._release = client.register_script(scripts.RELEASE)
+        self._prune = client.register_script(scripts.PRUNE_CONSUMERS)
 
     def keys(self, cid: str) -> Keys:
         return Keys(self.prefix, cid)
 
-    def comparison_ids(self) -> list[str]:
-        return sorted(m.decode() for m in self.client.smembers(index_key(self.prefix)))
-
-    def has_work(self, cid: str) -> bool:
-        sequence, ingested, catching, halted = self.client.hmget(
-            self.keys(cid).meta, "sequence", "next_seq", "catching_up", "halted"
-        )
-        if sequence is None or halted is not None:
-            return False
-        return int(ingested) > int(sequence) or int(catching or 0) > 0
-
     def acquire(self, cid: str, ttl: float) -> bool:
-        return bool(
-            self.client.set(self.keys(cid).lease, self.consumer, nx=True, px=int(ttl * 1000))
-        )
+        """Take the comparison's lease for ``ttl`` seconds, or extend it if it is already ours."""
+        return bool(self._acquire(keys=[self.keys(cid).lease], args=[self.consumer, _ms(ttl)]))
 
     def renew(self, cid: str, ttl: float) -> bool:
-        return bool(self._renew(keys=[self.keys(cid).lease], args=[self.consumer, int(ttl * 1000)]))
+        return bool(self._renew(keys=[self.keys(cid).lease], args=[self.consumer, _ms(ttl)]))
 
     def release(self, cid: str) -> None:
         self._release(keys=[self.keys(cid).lease], args=[self.consumer])
+
+    def prune_consumers(self, cid: str, idle: float) -> list[str]:
+        """Remove the comparison's consumers idle over ``idle`` seconds that own nothing."""
+        try:
+            removed = self._prune(keys=[self.keys(cid).stream], args=[GROUP, _ms(idle),
+                                                                      self.consumer])
+        except redis.ResponseError:  # the stream is gone (comparison deleted meanwhile)
+            return []
+        return [name.decode() for name in removed]
 
     def snapshot(self, cid: str) -> Snapshot | None:
         keys = self.keys(cid)
@@ -159,7 +167,7 @@ class Queue:
         dead = commit.dead_letter
         result = self._commit(
             keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream,
-                  keys.dead_letters, keys.attempts],
+                  keys.dead_letters, keys.attempts, keys.tasks, keys.tasks_done],
             args=[
                 commit.version,
                 commit.sequence,
@@ -167,7 +175,7 @@ class Queue:
                 GROUP,
                 commit.entry_id,
                 json.dumps(commit.evidence, allow_nan=False),
-                "" if commit.trace is None else json.dumps(commit.trace, allow_nan=False),
+                "" if commit.trace is None else encode_point(commit.trace),
                 keys.updates,
                 commit.catching_up,
                 commit.status_reason or "",
@@ -177,10 +185,15 @@ class Queue:
                 "" if dead is None else dead.action,
                 b"" if dead is None else dead.block,
                 repr(time.time()),
+                self._publish,
                 *pairs,
             ],
         )
         return int(result)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
 
 
 def _entry(entry_id: bytes | str, fields: dict[bytes, bytes]) -> Entry:

@@ -2,14 +2,21 @@
 
 Numbers never pass through Lua's cjson (it rounds to 14 digits): JSON documents are built in
 Python and stored as opaque strings.
+
+Redis Cluster: every script's KEYS are keys of one comparison (one ``{cmp:<id>}`` hash tag, one
+slot), and so is the updates channel it publishes on (``SPUBLISH`` in a cluster). The work
+channel is a plain ``PUBLISH``, which a cluster delivers on every node: workers on any node wake.
+No script touches the comparison index.
 """
 
 from __future__ import annotations
 
 # KEYS: meta, states, evidence, stream. ARGV: spec, evidence, group, then (model, state) pairs.
+# ``models`` counts the spec's models: ingest compares it with the spec it validated against.
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
-redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'version', 0, 'sequence', 0, 'next_seq', 0)
+redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'version', 0, 'sequence', 0, 'next_seq', 0,
+           'models', (#ARGV - 3) / 2)
 redis.call('SET', KEYS[3], ARGV[2])
 for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[3], '0', 'MKSTREAM')
@@ -17,38 +24,52 @@ return 1
 """
 
 # KEYS: meta, stream, idempotency key (may be unused).
-# ARGV: digest, block, rows, ttl ms, work channel, comparison id, use idempotency ('1'/'0').
-# Returns {status, sequence, rows}: accepted | duplicate | conflict | missing; for a duplicate or
-# a conflict the sequence and rows of the chunk first recorded under the key ('' rows for a
-# record written before rows were kept).
+# ARGV: digest (hex), block, rows, ttl ms, work channel, comparison id, use idempotency ('1'/'0'),
+# the number of models the chunk was validated against, digest (raw bytes).
+# An idempotency record is one string, "sequence:rows:<raw digest>" (a hash with the hex digest
+# before; those are still read until they expire).
+# Returns {status, sequence, rows}: accepted | duplicate | conflict | missing | stale (a model
+# was added since the chunk was validated: validate it again); for a duplicate or a conflict the
+# sequence and rows of the chunk first recorded under the key ('' rows for a record written
+# before rows were kept).
 INGEST = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0, ''} end
 if ARGV[7] == '1' then
-  local prior = redis.call('HMGET', KEYS[3], 'digest', 'sequence', 'rows')
-  if prior[1] then
+  local kind = redis.call('TYPE', KEYS[3])['ok']
+  local digest, sequence, rows
+  if kind == 'string' then
+    sequence, rows, digest = string.match(redis.call('GET', KEYS[3]), '^(%d+):(%d+):(.*)$')
+  elseif kind == 'hash' then
+    local prior = redis.call('HMGET', KEYS[3], 'digest', 'sequence', 'rows')
+    digest, sequence, rows = prior[1], prior[2], prior[3]
+  end
+  if digest then
     local status = 'conflict'
-    if prior[1] == ARGV[1] then status = 'duplicate' end
-    return {status, tonumber(prior[2]), prior[3] or ''}
+    if digest == ARGV[1] or digest == ARGV[9] then status = 'duplicate' end
+    return {status, tonumber(sequence), rows or ''}
   end
 end
+local models = redis.call('HGET', KEYS[1], 'models')
+if models and tonumber(models) ~= tonumber(ARGV[8]) then return {'stale', 0, ''} end
 local seq = redis.call('HINCRBY', KEYS[1], 'next_seq', 1)
 redis.call('XADD', KEYS[2], '*', 'sequence', seq, 'rows', ARGV[3], 'block', ARGV[2])
 if ARGV[7] == '1' then
-  redis.call('HSET', KEYS[3], 'digest', ARGV[1], 'sequence', seq, 'rows', ARGV[3])
-  redis.call('PEXPIRE', KEYS[3], ARGV[4])
+  redis.call('SET', KEYS[3], seq .. ':' .. ARGV[3] .. ':' .. ARGV[9], 'PX', ARGV[4])
 end
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {'accepted', seq, ARGV[3]}
 """
 
 # The compare-and-set commit of a worker.
-# KEYS: meta, states, evidence, trace, blocks, stream, dead letters, attempts.
+# KEYS: meta, states, evidence, trace, blocks, stream, dead letters, attempts, tasks, tasks
+# done (the model updates of the chunk, shared out: deleted with the chunk's commit).
 # ARGV: 1 expected version, 2 sequence, 3 block, 4 group, 5 stream entry id ('' for a catch-up
 # step that applies no new chunk), 6 evidence JSON, 7 trace JSON ('' for none), 8 updates
 # channel, 9 number of models still catching up, 10 status reason ('' when ok), 11 '1' to halt
 # on the entry instead of applying it, 12 dead-letter error ('' for no dead letter),
 # 13 its failed attempts, 14 its action (halted|skipped), 15 the entry's original block,
-# 16 time (s), then (model, state) pairs.
+# 16 time (s), 17 the publish command (PUBLISH, or SPUBLISH in a cluster), then (model, state)
+# pairs.
 # A halting commit records the dead letter and leaves the entry pending and the sequence as it
 # is; every other commit with an entry appends its block (empty for a skipped chunk) and acks it.
 # Returns 1 applied, 0 stale (no-op), -1 comparison gone.
@@ -73,20 +94,22 @@ if ARGV[5] ~= '' then
     redis.call('XACK', KEYS[6], ARGV[4], ARGV[5])
     redis.call('XDEL', KEYS[6], ARGV[5])
   end
+  redis.call('DEL', KEYS[9], KEYS[10])
 end
 if ARGV[7] ~= '' then redis.call('RPUSH', KEYS[4], ARGV[7]) end
-for i = 17, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+for i = 18, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'catching_up', ARGV[9], 'status_reason', ARGV[10])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[3], ARGV[6])
-redis.call('PUBLISH', ARGV[8], ARGV[6])
+redis.call(ARGV[17], ARGV[8], ARGV[6])
 return 1
 """
 
 # An operator resumes a halted comparison: retry the dead-lettered chunk, or skip it (the
 # worker then commits it as an empty block).
 # KEYS: meta, evidence, attempts. ARGV: expected version, halted sequence, action (retry|skip),
-# evidence JSON, status reason ('' when ok), updates channel, work channel, comparison id.
+# evidence JSON, status reason ('' when ok), updates channel, work channel, comparison id, the
+# publish command of the updates channel.
 # Returns 1 resumed, 0 stale version, -1 comparison gone, -2 not halted on that sequence.
 RESUME = """
 local meta = redis.call('HMGET', KEYS[1], 'version', 'halted')
@@ -99,26 +122,44 @@ if ARGV[3] == 'skip' then redis.call('HSET', KEYS[1], 'skip', ARGV[2]) end
 redis.call('HSET', KEYS[1], 'status_reason', ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[2], ARGV[4])
-redis.call('PUBLISH', ARGV[6], ARGV[4])
+redis.call(ARGV[9], ARGV[6], ARGV[4])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
 return 1
 """
 
 # KEYS: meta, states, evidence. ARGV: expected version, spec, evidence, updates channel,
-# model name, state, work channel, comparison id, 1 if the model must catch up else 0.
-# Returns 1 added, 0 stale version, -1 comparison gone, -2 name taken.
+# model name, state, work channel, comparison id, 1 if the model must catch up else 0, chunks
+# ingested when the caller checked them against the model (next_seq), the publish command of
+# the updates channel.
+# Returns 1 added, 0 stale (version, or chunks ingested since the check), -1 comparison gone,
+# -2 name taken.
 ADD_MODEL = """
-local version = redis.call('HGET', KEYS[1], 'version')
-if not version then return -1 end
-if tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+local meta = redis.call('HMGET', KEYS[1], 'version', 'next_seq')
+if not meta[1] then return -1 end
+if tonumber(meta[1]) ~= tonumber(ARGV[1]) or tonumber(meta[2]) ~= tonumber(ARGV[10]) then
+  return 0
+end
 if redis.call('HEXISTS', KEYS[2], ARGV[5]) == 1 then return -2 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[2])
+if redis.call('HEXISTS', KEYS[1], 'models') == 1 then
+  redis.call('HINCRBY', KEYS[1], 'models', 1)
+end
 redis.call('HINCRBY', KEYS[1], 'catching_up', ARGV[9])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
 redis.call('SET', KEYS[3], ARGV[3])
-redis.call('PUBLISH', ARGV[4], ARGV[3])
+redis.call(ARGV[11], ARGV[4], ARGV[3])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
+return 1
+"""
+
+# KEYS: lease. ARGV: token, ttl ms. Takes the lease when it is free or already the caller's
+# (re-entrant: a lease that survived a Redis restart in the AOF goes straight back to its
+# holder, which need not wait for it to expire); sets its time to live.
+ACQUIRE = """
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
 """
 
@@ -134,4 +175,91 @@ return 0
 RELEASE = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
+"""
+
+# Forget consumers that are gone: idle past a bound and owning no pending entry. In one script,
+# so a consumer cannot read an entry between the check and its removal (which would drop the
+# entry from the pending list for good). KEYS: stream. ARGV: group, idle bound ms, own name.
+# Returns the names removed.
+PRUNE_CONSUMERS = """
+local removed = {}
+for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local info = {}
+  for i = 1, #consumer, 2 do info[consumer[i]] = consumer[i + 1] end
+  if info['pending'] == 0 and info['idle'] > tonumber(ARGV[2]) and info['name'] ~= ARGV[3] then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], info['name'])
+    table.insert(removed, info['name'])
+  end
+end
+return removed
+"""
+
+# Model updates of one chunk shared out among workers (service/parallel.py). The task hash
+# belongs to one sequence and one list of models; results staged for it stay valid until the
+# commit of that chunk deletes it, because each model's update is a function of the committed
+# states before the chunk and of (seed, model, sequence).
+# KEYS: tasks, tasks done, meta. ARGV: sequence, block, models ('\n'-joined),
+# work channel, comparison id. Opens the tasks (keeping results already staged for the same
+# chunk) and wakes workers; 0 when the comparison is gone (nothing is written once its meta
+# is deleted).
+OPEN_TASKS = """
+if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+local open = redis.call('HMGET', KEYS[1], 'sequence', 'models')
+if open[1] ~= ARGV[1] or open[2] ~= ARGV[3] then
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('HSET', KEYS[1], 'sequence', ARGV[1], 'block', ARGV[2], 'models', ARGV[3])
+end
+redis.call('PUBLISH', ARGV[4], ARGV[5])
+return 1
+"""
+
+# KEYS: tasks. ARGV: sequence, consumer, claim ttl ms, then models to pass over (those the
+# caller computed and keeps). The first other model of the chunk with no staged result and no
+# live claim of another worker (re-entrant, like a lease: after a Redis restart the claimant
+# takes its own claims back), now claimed by the caller; false when there is none.
+CLAIM_TASK = """
+local open = redis.call('HMGET', KEYS[1], 'sequence', 'models')
+if open[1] ~= ARGV[1] then return false end
+local kept = {}
+for i = 4, #ARGV do kept[ARGV[i]] = true end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+for name in string.gmatch(open[2], '[^\\n]+') do
+  local claim = redis.call('HGET', KEYS[1], 'claim:' .. name)
+  local free = not claim or tonumber(string.match(claim, '|(%d+)$')) < now
+    or string.sub(claim, 1, #ARGV[2] + 1) == ARGV[2] .. '|'
+  if free and not kept[name] and redis.call('HEXISTS', KEYS[1], 'summary:' .. name) == 0
+      and redis.call('HEXISTS', KEYS[1], 'error:' .. name) == 0 then
+    redis.call('HSET', KEYS[1], 'claim:' .. name, ARGV[2] .. '|' .. (now + tonumber(ARGV[3])))
+    return name
+  end
+end
+return false
+"""
+
+# KEYS: tasks. ARGV: sequence, model, consumer, claim ttl ms. Extends the caller's claim.
+RENEW_TASK = """
+if redis.call('HGET', KEYS[1], 'sequence') ~= ARGV[1] then return 0 end
+local claim = redis.call('HGET', KEYS[1], 'claim:' .. ARGV[2])
+if not claim or string.sub(claim, 1, #ARGV[3] + 1) ~= ARGV[3] .. '|' then return 0 end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('HSET', KEYS[1], 'claim:' .. ARGV[2], ARGV[3] .. '|' .. (now + tonumber(ARGV[4])))
+return 1
+"""
+
+# KEYS: tasks, tasks done, meta. ARGV: sequence, model, state, summary JSON, error ('' for
+# none). Stages one model's result for the chunk (a no-op once the chunk is committed or
+# reopened, or the comparison deleted).
+STAGE_TASK = """
+if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
+if redis.call('HGET', KEYS[1], 'sequence') ~= ARGV[1] then return 0 end
+if ARGV[5] ~= '' then
+  redis.call('HSET', KEYS[1], 'error:' .. ARGV[2], ARGV[5])
+else
+  redis.call('HSET', KEYS[1], 'state:' .. ARGV[2], ARGV[3], 'summary:' .. ARGV[2], ARGV[4])
+end
+redis.call('HDEL', KEYS[1], 'claim:' .. ARGV[2])
+redis.call('RPUSH', KEYS[2], ARGV[2])
+return 1
 """

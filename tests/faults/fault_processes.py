@@ -148,15 +148,16 @@ class WorkerProcess(Child):
 
     what = "a worker"
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], root: Path = ROOT) -> None:
         self.env = env
+        self.root = root  # the checkout whose code runs (benchmarks/recovery.py: a baseline)
         self.metrics_port = 0
 
     def launch(self) -> None:
         self.metrics_port = free_port()
         command = [sys.executable, "-m", "service", "--log-level", "warning", "worker",
                    "--metrics-port", str(self.metrics_port)]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=self.env)
+        self.process = subprocess.Popen(command, cwd=self.root, env=self.env)
 
     def ready(self) -> bool:
         return responds(f"http://127.0.0.1:{self.metrics_port}/")
@@ -166,12 +167,12 @@ class Deployment:
     """Redis (AOF, ``appendfsync always`` by default), one API process, ``workers`` workers."""
 
     def __init__(self, data_dir: Path, workers: int, appendfsync: str = "always",
-                 **settings: object) -> None:
+                 worker_root: Path = ROOT, **settings: object) -> None:
         self.redis = RedisServer(data_dir / "redis", appendfsync=appendfsync)
         self.prefix = f"faults-{uuid.uuid4().hex[:8]}"
         self.env = service_env(self.redis.url, self.prefix, **settings)
         self.api = ApiServer(self.env)
-        self.workers = [WorkerProcess(self.env) for _ in range(workers)]
+        self.workers = [WorkerProcess(self.env, worker_root) for _ in range(workers)]
         self.kills: dict[str, int] = {"worker": 0, "redis": 0, "api": 0}
 
     def start(self) -> None:

@@ -20,11 +20,12 @@ import torch
 from fault_processes import Deployment
 
 from estimators import state_to_bytes
-from service.engine import Runner
+from service.engine import runner_for
 from service.schemas import ComparisonSpec
 from service.store.codec import decode_block, encode_block
 from service.store.history import BlockHistory
 from service.store.keys import GROUP, Keys
+from service.store.trace import decode_point
 
 CHUNKS, ROWS = 240, 5
 MODELS = [
@@ -83,7 +84,7 @@ class Feeder:
 def replay(spec: ComparisonSpec, blocks: list[bytes]) -> tuple[dict[str, bytes], list[Any]]:
     """The uninterrupted run: every model through every block in one process."""
     torch.set_num_threads(1)
-    runners = [Runner(spec, model) for model in spec.models]
+    runners = [runner_for(spec, model) for model in spec.models]
     states = {r.name: r.init_state() for r in runners}
     history = BlockHistory(spec.x_dim, spec.has_y)
     trace = []
@@ -148,7 +149,7 @@ def test_kills_lose_nothing_and_apply_each_chunk_once(deployment: Deployment) ->
         spec = ComparisonSpec.model_validate_json(meta[b"spec"])
         states, trace = replay(spec, blocks)
         assert dict(store.hgetall(keys.states)) == {k.encode(): v for k, v in states.items()}
-        stored_trace = [json.loads(p) for p in store.lrange(keys.trace, 0, -1)]
+        stored_trace = [decode_point(p) for p in store.lrange(keys.trace, 0, -1)]
         assert [p["sequence"] for p in stored_trace] == list(range(1, CHUNKS + 1))
         assert [{n: m["log_evidence"] for n, m in p["models"].items()} for p in stored_trace] == (
             trace)

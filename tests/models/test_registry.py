@@ -11,6 +11,7 @@ CONFIGS: dict[str, dict] = {
     "linear_regression": {"dim": 3, "noise_std": 0.5},
     "linear_regression_unknown_noise": {"dim": 3, "noise_shape": 2.0},
     "logistic_regression": {"dim": 3, "classes": 4},
+    "poisson_regression": {"dim": 3, "prior_std": 0.5},
     "gaussian_mixture": {"dim": 2, "components": 3},
     "beta_bernoulli": {"alpha": 2.0, "beta": 3.0},
     "gamma_poisson": {"shape": 2.0, "rate": 0.5},
@@ -21,10 +22,12 @@ CONJUGATE = {
     "beta_bernoulli",
     "gamma_poisson",
 }
+MEAN_FIELD = {"linear_regression_unknown_noise", "gaussian_mixture"}
 PREDICTION_FIELD = {
     "linear_regression": "mean",
     "linear_regression_unknown_noise": "mean",
     "logistic_regression": "probabilities",
+    "poisson_regression": "mean",
     "gaussian_mixture": "log_density",
     "beta_bernoulli": "probabilities",
     "gamma_poisson": "mean",
@@ -42,6 +45,7 @@ def example_data(model: Model, rows: int, generator: torch.Generator):
         "logistic_regression": torch.floor(4 * uniform),
         "beta_bernoulli": (uniform < 0.3).to(torch.float64),
         "gamma_poisson": torch.floor(6 * uniform),
+        "poisson_regression": torch.floor(6 * uniform),
     }.get(model.family, 2 * uniform - 1)
     return x, y
 
@@ -51,6 +55,19 @@ def test_registry_lists_every_family() -> None:
     for name, cls in FAMILIES.items():
         assert cls.family == name
         assert issubclass(cls, ConjugateModel) == (name in CONJUGATE)
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_optional_maths_is_reached_through_methods(family: str) -> None:
+    """Estimators ask the model, never its class: the conjugate oracle and the MC-CAVI scheme."""
+    model = build_model(family, **CONFIGS[family])
+    oracle = model.closed_form()
+    assert (oracle is not None) == (family in CONJUGATE)
+    assert (model.mean_field() is not None) == (family in MEAN_FIELD)
+    if oracle is not None:
+        mean, variance = oracle.posterior_moments(oracle.prior_stats())
+        assert mean.shape == variance.shape == (model.param_dim,)
+        assert bool((variance > 0).all())
 
 
 @pytest.mark.parametrize("family", sorted(CONFIGS))
@@ -82,6 +99,11 @@ def test_model_contract(family: str, generator: torch.Generator) -> None:
     torch.testing.assert_close(
         rows.sum(1), model.grad_log_likelihood(theta, x, y), rtol=1e-9, atol=1e-9
     )
+    matrix = torch.randn(model.param_dim, 3, generator=generator, dtype=torch.float64)
+    times = model.row_grad_log_likelihood_times(theta, x, y, matrix)
+    torch.testing.assert_close(times, rows @ matrix, rtol=1e-9, atol=1e-9)
+    anchored = model.row_grad_log_likelihood_times(theta, x, y, matrix, anchor=theta[0])
+    torch.testing.assert_close(anchored, (rows - rows[:1]) @ matrix, rtol=1e-9, atol=1e-9)
     torch.testing.assert_close(
         model.grad_log_prior(theta), Model.grad_log_prior(model, theta), rtol=1e-9, atol=1e-9
     )
@@ -89,6 +111,56 @@ def test_model_contract(family: str, generator: torch.Generator) -> None:
     value = getattr(prediction, PREDICTION_FIELD[family])
     assert value is not None and value.shape[0] == (11 if x is not None else 1)
     assert torch.isfinite(value).all()
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_weighted_parts_are_the_sum_of_weighted_blocks(
+    family: str, generator: torch.Generator
+) -> None:
+    """The fused tempered-target kernels equal Σ_parts w · (log-likelihood, autograd gradient)."""
+    model = build_model(family, **CONFIGS[family])
+    theta = model.sample_prior(5, generator)
+    x, y = example_data(model, 9, generator)
+    blocks = [(0, 4, 0.3), (4, 9, 2.5)]
+    parts = [
+        (None if x is None else x[a:b], None if y is None else y[a:b], w) for a, b, w in blocks
+    ]
+    expected_value = sum(w * model.log_likelihood(theta, px, py).sum(-1) for px, py, w in parts)
+    expected_grad = sum(Model.grad_log_likelihood(model, theta, px, py, w) for px, py, w in parts)
+    value, grad = model.log_likelihood_and_grad_of_parts(theta, parts)
+    torch.testing.assert_close(value, expected_value, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-9, atol=1e-9)
+    torch.testing.assert_close(
+        model.grad_log_likelihood_of_parts(theta, parts), expected_grad, rtol=1e-9, atol=1e-9
+    )
+    value, grad = model.log_likelihood_and_grad(theta, x, y, 0.7)
+    torch.testing.assert_close(value, 0.7 * model.log_likelihood(theta, x, y).sum(-1))
+    torch.testing.assert_close(grad, Model.grad_log_likelihood(model, theta, x, y, 0.7))
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_prepared_sums_are_the_weighted_parts(family: str, generator: torch.Generator) -> None:
+    """``weighted_sum`` and ``stepwise_sums`` (rows prepared once for many θ) give what
+    ``*_of_parts`` gives on the same rows: a fixed block, then each slice of a stream."""
+    model = build_model(family, **CONFIGS[family])
+    theta = model.sample_prior(5, generator)
+    x, y = example_data(model, 10, generator)
+
+    def rows(a: int, b: int) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        return (None if x is None else x[a:b], None if y is None else y[a:b])
+
+    fixed = [(*rows(0, 4), 0.3)]
+    for i, prepared in enumerate(model.stepwise_sums(fixed, (*rows(4, 10), 2.5), 3)):
+        parts = [*fixed, (*rows(4 + 2 * i, 6 + 2 * i), 2.5)]
+        value, grad = model.log_likelihood_and_grad_of_parts(theta, parts)
+        for got_value, got_grad in (
+            prepared.value_and_grad(theta),
+            model.weighted_sum(parts).value_and_grad(theta),
+        ):
+            torch.testing.assert_close(got_value, value, rtol=1e-12, atol=1e-12)
+            torch.testing.assert_close(got_grad, grad, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(prepared.grad(theta), grad, rtol=1e-12, atol=1e-12)
+    assert len(model.stepwise_sums([], (*rows(4, 10), 2.5), 2)) == 2
 
 
 @pytest.mark.parametrize("family", sorted(CONJUGATE))

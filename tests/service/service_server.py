@@ -16,6 +16,7 @@ from service_helpers import chunks, regression_data
 
 from service.api.main import create_app
 from service.core.config import Settings
+from service.store.connection import Connection, SyncClient
 from service.store.keys import Keys
 from service.worker import Worker
 
@@ -37,10 +38,12 @@ def local_redis_available() -> bool:
 
 def delete_prefix(url: str, prefix: str) -> None:
     """Remove only this test's keys from a shared server (never FLUSHALL)."""
-    client = redis.Redis.from_url(url)
+    client = Connection.detect(url).sync_client()
     keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
-    if keys:
-        client.delete(*keys)
+    pipe = client.pipeline(transaction=False)
+    for key in keys:  # one by one: in a cluster, keys of several comparisons are on several nodes
+        pipe.delete(key)
+    pipe.execute()
     client.close()
 
 
@@ -53,8 +56,8 @@ class Server:
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=60)
 
-    def redis(self) -> redis.Redis:
-        return redis.Redis.from_url(self.redis_url)
+    def redis(self) -> SyncClient:
+        return Connection.detect(self.redis_url).sync_client()
 
     @property
     def ws_url(self) -> str:
@@ -102,7 +105,7 @@ def create_and_ingest(client: httpx.Client, body: dict[str, Any], rows: int, siz
     return cid
 
 
-def drain(worker: Worker, store: redis.Redis, keys: Keys, sequence: int) -> None:
+def drain(worker: Worker, store: SyncClient, keys: Keys, sequence: int) -> None:
     """Run ``worker`` until the comparison has applied ``sequence`` chunks."""
     deadline = time.monotonic() + 180
     while int(store.hget(keys.meta, "sequence")) < sequence:
@@ -111,5 +114,5 @@ def drain(worker: Worker, store: redis.Redis, keys: Keys, sequence: int) -> None
             time.sleep(0.05)
 
 
-def states(store: redis.Redis, keys: Keys) -> dict[bytes, bytes]:
+def states(store: SyncClient, keys: Keys) -> dict[bytes, bytes]:
     return dict(store.hgetall(keys.states))

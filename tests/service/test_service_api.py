@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -62,7 +63,7 @@ def test_exact_loop_matches_the_conjugate_oracle(server: Server) -> None:
         assert trace["n_observations"] == [100, 200, 300]
         assert trace["sequence"] == [1, 2, 3]
         # the diagnostics the dashboard plots are stored too (exact: no particles, no steps)
-        assert trace["ess"] == [None] * 3 and trace["annealing_steps"] == [0] * 3
+        assert trace["ess"] == [None] * 3 and trace["annealing_steps"] == [None] * 3
         assert all(p["compute_seconds"] > 0 for p in history["points"])
         first = exact_log_evidence(CONFIGS["right"], x[:100], y[:100], COLUMNS["right"])
         assert trace["log_evidence"][0] == pytest.approx(first, rel=1e-10)
@@ -210,7 +211,12 @@ def test_health_readiness_metrics_and_docs(server: Server) -> None:
         assert client.get("/readyz").json() == {"status": "ready"}
         cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
         client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunks(x, y, 20)[0])
-        text = client.get("/metrics").text
+        # The worker counts a chunk after its commit, which the waiting request may see first.
+        deadline = time.monotonic() + 10
+        processed = "modelcompare_chunks_processed_total 1.0"
+        while processed not in (text := client.get("/metrics").text):
+            assert time.monotonic() < deadline, text
+            time.sleep(0.05)
         assert "modelcompare_chunks_ingested_total 1.0" in text
         assert "modelcompare_chunks_processed_total 1.0" in text
         assert "modelcompare_update_seconds_count 1.0" in text

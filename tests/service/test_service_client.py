@@ -90,6 +90,14 @@ def test_every_route_through_the_sync_client(embedded_server: Server) -> None:
             columns = list(range(model["config"]["dim"]))
             exact = exact_log_evidence(model["config"], x, y, columns)
             assert evidence[model["name"]]["log_evidence"] == pytest.approx(exact, abs=1e-8)
+            window = evidence[model["name"]]["window"]  # all 60 rows: fewer than the default W
+            assert window["rows"] == 60
+            assert window["log_evidence"] == pytest.approx(exact, abs=1e-8)
+        best = max(evidence.values(), key=lambda m: m["window"]["log_evidence"])
+        for m in evidence.values():
+            difference = m["window"]["log_evidence"] - best["window"]["log_evidence"]
+            assert m["window"]["log_bayes_factor"] == pytest.approx(difference, abs=1e-9)
+            assert m["window"]["best"] == best["name"]
         weights = api.weights(cid)["weights"]
         assert weights == {name: m["posterior_probability"] for name, m in evidence.items()}
         trace = api.history(cid)["models"]["right"]
@@ -152,6 +160,7 @@ def test_async_client_iterates_websocket_updates(embedded_server: Server) -> Non
     messages, unknown = asyncio.run(scenario())
     assert [m["type"] for m in messages] == ["snapshot", "update", "deleted"]
     assert messages[1]["evidence"]["n_observations"] == 40
+    assert [m["window"]["rows"] for m in messages[1]["evidence"]["models"]] == [40, 40, 40]
     assert (unknown.status, unknown.code) == (404, "not_found")
 
 

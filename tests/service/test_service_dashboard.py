@@ -136,6 +136,16 @@ def test_a_posted_chunk_reaches_the_chart_within_a_second(
     probabilities = [float(t) for t in page.locator("#evidence-table td:nth-child(5)")
                      .all_inner_texts()]
     assert sum(probabilities) == pytest.approx(1.0, abs=2e-4)
+    # the window (5000 rows by default) holds all 40 rows: windowed log BF = log BF vs best
+    exact = {m["name"]: exact_log_evidence(m["config"], x, y, list(range(m["config"]["dim"])))
+             for m in body["models"]}
+    best = max(exact, key=lambda name: exact[name])
+    for name, log_z in exact.items():
+        window = page.locator(f"#evidence-table tr[data-model={name}] td").nth(9).inner_text()
+        if name == best:
+            assert window == "best (last 40 rows)"
+        else:
+            assert float(window.split(" ± ")[0]) == pytest.approx(log_z - exact[best], abs=0.01)
 
     with server.client() as client:  # three more chunks: every chart grows by one point each
         for chunk in chunks(x2, y2, 20):

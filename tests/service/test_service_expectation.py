@@ -9,9 +9,10 @@ import torch
 from service_helpers import assert_error, by_name, chunks, regression_data
 from service_server import StartServer
 
-from estimators.mccavi import mccavi_regression
-from estimators.posterior_functionals import Functional, conjugate_expectation
-from estimators.rng import derive_generator
+from estimators import Rows
+from estimators.data.rng import derive_generator
+from estimators.functionals.posterior_functionals import Functional, conjugate_expectation
+from estimators.variational.mccavi import mccavi_elbo
 from models import LinearRegression, LinearRegressionUnknownNoise
 
 BODY = {
@@ -119,7 +120,7 @@ def test_evidence_carries_the_mccavi_elbo(start_server: StartServer) -> None:
         xt, yt = torch.tensor(x[:600][:, [0, 2]]), torch.tensor(y[:600])
         exact = float(model.batch_log_evidence(xt, yt))
         # The worker's MC-CAVI run, replayed with its generator (seed, model, sequence 3).
-        replay = mccavi_regression(model, xt, yt, derive_generator(3, "unknown", 3, "elbo"))
+        replay = mccavi_elbo(model, Rows(xt, yt), derive_generator(3, "unknown", 3, "elbo"))
         assert unknown["elbo"] == pytest.approx(replay.elbo, rel=1e-12)
         assert unknown["elbo"] < exact < unknown["elbo"] + 0.5
         more = [client.post(f"/v1/comparisons/{cid}/chunks?wait=true",

@@ -72,7 +72,7 @@ def test_create_chunks_evidence_predict(generated: tuple[ModuleType, str]) -> No
             client=client,
             body=models.ComparisonIn(
                 name="generated",
-                estimator=models.EstimatorIn.from_dict({"method": "exact"}),
+                estimator=models.ExactEstimator.from_dict({"method": "exact"}),
                 models=[
                     models.LinearRegressionIn(
                         name="small",

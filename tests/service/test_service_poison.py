@@ -19,7 +19,7 @@ import torch
 from service_helpers import assert_error, by_name, exact_log_evidence, wait_for_sequence
 from service_server import StartServer, drain, make_worker
 
-import service.worker
+import service.engine
 from estimators import EstimatorError, Rows
 from service.engine import Runner
 from service.store.keys import Keys
@@ -49,7 +49,7 @@ def injected(monkeypatch: pytest.MonkeyPatch) -> None:
             new_state = new_state._replace(log_evidence=torch.tensor(math.nan))
         return new_state, info
 
-    monkeypatch.setattr(service.worker.Runner, "update", update)
+    monkeypatch.setattr(service.engine.Runner, "update", update)
 
 
 def create(client: httpx.Client, method: str = "exact") -> str:
@@ -164,7 +164,7 @@ def test_a_transient_failure_is_retried_not_dead_lettered(
             raise failure
         return real_update(self, *args)
 
-    monkeypatch.setattr(service.worker.Runner, "update", flaky)
+    monkeypatch.setattr(service.engine.Runner, "update", flaky)
     with server.client() as client:
         cid = create(client)
         client.post(f"/v1/comparisons/{cid}/chunks", json=GOOD)
@@ -177,3 +177,23 @@ def test_a_transient_failure_is_retried_not_dead_lettered(
     assert evidence["status"] == "ok" and evidence["last_error"] is None
     assert by_name(evidence)["line"]["log_evidence"] == pytest.approx(exact_line(GOOD), rel=1e-12)
     assert store.hlen(keys.attempts) == 0 and store.xlen(keys.dead_letters) == 0
+
+
+def test_a_chunk_over_the_update_budget_is_dead_lettered_with_the_reason(
+    start_server: StartServer,
+) -> None:
+    server = start_server("embedded", update_budget=1e-6, poison_max_attempts=2)
+    with server.client() as client:
+        cid = create(client, "sgais")
+        store, keys = server.redis(), Keys(server.settings.key_prefix, cid)
+        initial = store.hgetall(keys.states)
+        halted = post(client, cid, GOOD)
+        assert halted.status_code == 202, halted.text
+        assert halted.json()["processed"] is False and halted.json()["status"] == "degraded"
+        reason = halted.json()["status_reason"]
+        assert "BudgetExceeded" in reason and "deadline" in reason, reason
+        letters = client.get(f"/v1/comparisons/{cid}/dead-letters").json()
+        (letter,) = letters["dead_letters"]
+        assert letter["sequence"] == 1 and letter["attempts"] == 2
+        assert "BudgetExceeded" in letter["error"]
+        assert store.hgetall(keys.states) == initial  # the last good state: the prior's

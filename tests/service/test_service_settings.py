@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from service.cli.server import worker_threads
 from service.core.config import Settings
 
 
@@ -27,3 +28,10 @@ def test_prefixed_variables_set_limits_and_worker_mode(monkeypatch: pytest.Monke
     assert Settings(redis_url="redis://x:1/0", embedded_worker=True).runs_worker_inline
     with pytest.raises(ValueError, match="max_rows"):
         Settings(max_rows=0)
+
+
+def test_a_worker_uses_one_torch_thread_unless_told(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MODELCOMPARE_TORCH_THREADS", raising=False)
+    assert worker_threads(Settings()) == 1
+    monkeypatch.setenv("MODELCOMPARE_TORCH_THREADS", "3")
+    assert worker_threads(Settings()) == 3

@@ -28,6 +28,7 @@ def test_snapshot_then_every_update_in_order(server: Server) -> None:
             snapshot = await _receive(ws)
             assert snapshot["type"] == "snapshot"
             assert snapshot["evidence"]["version"] == 0
+            assert all(m["window"] is None for m in snapshot["evidence"]["models"])
             async with httpx.AsyncClient(base_url=server.url) as client:
                 for chunk in chunks(x, y, 20):
                     await client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk)
@@ -38,6 +39,9 @@ def test_snapshot_then_every_update_in_order(server: Server) -> None:
     assert [u["evidence"]["version"] for u in updates] == [1, 2, 3, 4, 5, 6]
     assert [u["evidence"]["sequence"] for u in updates] == [1, 2, 3, 4, 5, 6]
     assert [u["evidence"]["n_observations"] for u in updates] == [20, 40, 60, 80, 100, 120]
+    for update in updates:  # the windowed evidence rides along (the window holds every row)
+        n = update["evidence"]["n_observations"]
+        assert all(m["window"]["rows"] == n for m in update["evidence"]["models"])
 
 
 def test_updates_reach_clients_of_another_api_process(start_server: StartServer) -> None:

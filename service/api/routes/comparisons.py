@@ -10,21 +10,30 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
 from estimators import state_to_bytes
-from service.api.deps import AccessDep, StoreDep
+from service.api.deps import AccessDep, SettingsDep, StoreDep
 from service.api.errors import ApiError, error_responses, not_found
 from service.api.ingest import json_body
 from service.api.responses import ComparisonList, ComparisonOut, ModelAdded, returns
-from service.engine import Runner
-from service.evidence import evidence_body, model_summaries
-from service.schemas import ComparisonIn, ComparisonSpec, ModelIn, comparison_spec, prior_weights
-from service.store.comparisons import Meta
+from service.engine import runner_for
+from service.evidence import evidence_body, model_summaries, prior_probabilities
+from service.limits import LimitExceeded
+from service.schemas import (
+    ComparisonIn,
+    ComparisonSpec,
+    ModelIn,
+    ModelSpec,
+    comparison_spec,
+    prior_weights,
+)
+from service.store.comparisons import Comparisons, Meta
+from service.validation import first_stored_refusal
 
 router = APIRouter(prefix="/v1/comparisons", tags=["comparisons"])
 
 
 def describe(meta: Meta) -> dict[str, Any]:
     spec = meta.spec
-    total = sum(m.prior_weight for m in spec.models)
+    priors = prior_probabilities(spec)
     return {
         "id": spec.id,
         "name": spec.name,
@@ -39,7 +48,7 @@ def describe(meta: Meta) -> dict[str, Any]:
                 "family": m.family,
                 "config": m.config,
                 "columns": m.columns,
-                "prior_probability": m.prior_weight / total,
+                "prior_probability": priors[m.name],
             }
             for m in spec.models
         ],
@@ -53,7 +62,7 @@ def describe(meta: Meta) -> dict[str, Any]:
 
 def initial(spec: ComparisonSpec, name: str, catching_up: bool) -> tuple[dict[str, Any], bytes]:
     """A model's summary and state before it has seen any row."""
-    runner = Runner(spec, spec.model(name))
+    runner = runner_for(spec, spec.model(name))
     state = runner.init_state()
     summary = {**runner.summary(state, None), "catching_up": catching_up, "failed": None,
                "sequence": 0}
@@ -61,14 +70,17 @@ def initial(spec: ComparisonSpec, name: str, catching_up: bool) -> tuple[dict[st
 
 
 def _invalid(exc: ValueError) -> ApiError:
+    if isinstance(exc, LimitExceeded):
+        return ApiError(422, "limit_exceeded", str(exc), exc.details)
     return ApiError(422, "invalid_request", str(exc))
 
 
 @router.post("", status_code=201, **returns(ComparisonOut), dependencies=[Depends(json_body)],
              responses=error_responses(400, 413, 415, 422, 503))
-async def create_comparison(body: ComparisonIn, store: StoreDep) -> dict[str, Any]:
+async def create_comparison(body: ComparisonIn, store: StoreDep,
+                            settings: SettingsDep) -> dict[str, Any]:
     try:
-        spec = comparison_spec(body, uuid.uuid4().hex, time.time())
+        spec = comparison_spec(body, uuid.uuid4().hex, time.time(), settings.limits)
     except ValueError as exc:
         raise _invalid(exc) from None
     parts = await run_in_threadpool(lambda: {m.name: initial(spec, m.name, False)
@@ -106,22 +118,49 @@ async def delete_comparison(cid: str, store: StoreDep) -> Response:
     return Response(status_code=204)
 
 
+async def _check_stored_rows(store: Comparisons, meta: Meta, spec: ComparisonSpec,
+                             model: ModelSpec) -> None:
+    """422 naming the first stored or queued row ``model`` refuses (pages of chunks, each
+    checked off the event loop)."""
+    page: list[tuple[int, bytes]] = []
+    async for item in store.chunks(meta.spec.id, meta.sequence):
+        page.append(item)
+        if len(page) == 64:
+            await _check_page(spec, model, page)
+            page = []
+    await _check_page(spec, model, page)
+
+
+async def _check_page(spec: ComparisonSpec, model: ModelSpec,
+                      page: list[tuple[int, bytes]]) -> None:
+    found = await run_in_threadpool(first_stored_refusal, spec, model, page)
+    if found is not None:
+        sequence, refusal = found
+        raise ApiError(422, "invalid_request", refusal.describe(
+            f"row {refusal.row} (from 0) of chunk {sequence}, already ingested"),
+            {"model": refusal.model, "sequence": sequence, "row": refusal.row,
+             "value": refusal.value})
+
+
 @router.post("/{cid}/models", status_code=201, **returns(ModelAdded),
              dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 409, 413, 415, 422, 503))
-async def add_model(cid: str, body: ModelIn, store: StoreDep) -> dict[str, Any]:
+async def add_model(cid: str, body: ModelIn, store: StoreDep,
+                    settings: SettingsDep) -> dict[str, Any]:
     """Add a model; when chunks were already applied it replays them before joining."""
     for _ in range(20):
         meta = await store.meta(cid)
         if any(m.name == body.name for m in meta.spec.models):
             raise ApiError(409, "conflict", f"model {body.name!r} exists", {"name": body.name})
         try:
+            settings.limits.check_shape(len(meta.spec.models) + 1, None, body.columns or [])
             (weight,) = prior_weights([body], [m.prior_weight for m in meta.spec.models])
             model = body.spec(weight)
-            meta.spec.check_model(model)
+            spec = meta.spec.model_copy(update={"models": [*meta.spec.models, model]})
+            settings.limits.check(spec)
         except ValueError as exc:
             raise _invalid(exc) from None
-        spec = meta.spec.model_copy(update={"models": [*meta.spec.models, model]})
+        await _check_stored_rows(store, meta, spec, model)
         catching_up = meta.sequence > 0
         summary, state = await run_in_threadpool(initial, spec, model.name, catching_up)
         current = await store.evidence(cid)

@@ -16,7 +16,7 @@ from service.api.deps import BroadcasterDep, MetricsDep, SettingsDep, StoreDep
 from service.api.errors import ApiError, error_responses, not_found
 from service.api.ingest import json_body, parse_chunk, parse_query
 from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights, returns
-from service.engine import Runner
+from service.engine import runner_for
 from service.evidence import mix, prediction_json
 from service.schemas import PredictIn
 from service.store.codec import block_digest
@@ -56,10 +56,16 @@ async def ingest_chunk(
     """Validate and queue a chunk (202 with its sequence); ``?wait=true``: 200 with evidence
     (and ``duplicate``: true when the Idempotency-Key had already been accepted)."""
     body = await request.body()  # at most max_body_bytes: see ingest.BodyLimit
-    meta = await store.meta(cid)
-    block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
-    status, sequence, recorded = await store.ingest(cid, block, rows, block_digest(block),
-                                                    idempotency_key)
+    for _ in range(20):  # validated again when a model was added meanwhile (status "stale")
+        meta = await store.meta(cid)
+        block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
+        status, sequence, recorded = await store.ingest(cid, block, rows, block_digest(block),
+                                                        idempotency_key, len(meta.spec.models))
+        if status != "stale":
+            break
+    else:
+        raise ApiError(409, "busy", "models kept being added to the comparison; retry",
+                       {"id": cid})
     if status == "missing":
         raise not_found(cid)
     if status == "conflict":
@@ -127,10 +133,11 @@ async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
 
 @router.post("/predict", **returns(Prediction), dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 413, 415, 422, 503))
-async def predict(cid: str, body: PredictIn, store: StoreDep) -> dict[str, Any]:
+async def predict(cid: str, body: PredictIn, store: StoreDep,
+                  settings: SettingsDep) -> dict[str, Any]:
     """BMA predictive at ``x``: the mixture over models by posterior probability, and each part."""
     spec, evidence, states = await store.states(cid)
-    x = parse_query(body.x, spec)
+    x = parse_query(body.x, spec, settings.max_query_rows)
 
     def compute() -> dict[str, Any]:
         parts, mixture_parts = [], []
@@ -138,7 +145,7 @@ async def predict(cid: str, body: PredictIn, store: StoreDep) -> dict[str, Any]:
             part: dict[str, Any] = {"name": summary["name"],
                                     "posterior_probability": summary["posterior_probability"]}
             try:
-                runner = Runner(spec, spec.model(summary["name"]))
+                runner = runner_for(spec, spec.model(summary["name"]))
                 prediction = runner.predict(runner.load(states[summary["name"]]), x)
             except (ValueError, ArithmeticError, torch.linalg.LinAlgError) as exc:
                 # One model's numerical failure (a degenerate state) is that model's error.

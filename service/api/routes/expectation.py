@@ -1,5 +1,5 @@
 """Debiased posterior expectations of one model over a comparison's stored rows (paths of
-partial posteriors, ``estimators.partial_posteriors``)."""
+partial posteriors, ``estimators.functionals.partial_posteriors``)."""
 
 from __future__ import annotations
 
@@ -11,14 +11,14 @@ from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from estimators import EstimatorError
-from estimators.history import cat_rows
-from estimators.rng import derive_generator
+from estimators.data.history import cat_rows
+from estimators.data.rng import derive_generator
 from models.config import Integer
-from service.api.deps import StoreDep
+from service.api.deps import SettingsDep, StoreDep
 from service.api.errors import ApiError, error_responses
 from service.api.ingest import json_body, parse_query
 from service.api.responses import ExpectationOut, returns
-from service.engine import Runner
+from service.engine import runner_for
 from service.schemas import STRICT_JSON, NonNegative, QueryRows
 from service.store.codec import decode_block
 
@@ -44,7 +44,8 @@ class ExpectationIn(BaseModel):
 
 @router.post("/expectation", **returns(ExpectationOut), dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 409, 413, 415, 422, 503))
-async def expectation(cid: str, body: ExpectationIn, store: StoreDep) -> dict[str, Any]:
+async def expectation(cid: str, body: ExpectationIn, store: StoreDep,
+                      settings: SettingsDep) -> dict[str, Any]:
     """Unbiased E[φ(θ) | all stored rows] for one model, averaged over R repetitions."""
     meta = await store.meta(cid)
     spec = meta.spec
@@ -54,7 +55,8 @@ async def expectation(cid: str, body: ExpectationIn, store: StoreDep) -> dict[st
     if body.functional == "predictive" and body.x is None:
         raise ApiError(422, "invalid_request", 'functional "predictive" needs x',
                        {"field": "x"})
-    x = parse_query(body.x, spec) if body.functional == "predictive" else None
+    predictive = body.functional == "predictive"
+    x = parse_query(body.x, spec, settings.max_query_rows) if predictive else None
     blocks = []  # block i holds the rows of chunk i + 1; the first ``sequence`` are applied
     if meta.sequence > 0:
         blocks = await store.client.lrange(store.keys(cid).blocks, 0, meta.sequence - 1)
@@ -67,7 +69,7 @@ async def expectation(cid: str, body: ExpectationIn, store: StoreDep) -> dict[st
                  if seed is None else derive_generator(seed))
 
     def compute() -> dict[str, Any]:
-        runner = Runner(spec, spec.model(body.model))
+        runner = runner_for(spec, spec.model(body.model))
         try:
             result = runner.expectation(rows, body.functional, x, body.repetitions, body.alpha,
                                         generator)

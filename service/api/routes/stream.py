@@ -1,5 +1,6 @@
 """Websocket: a snapshot on connect, then the newest evidence after every commit; closed with
-1012 (service restart: reconnect) when the server shuts down."""
+1012 (service restart: reconnect) when the server shuts down, 1013 (try again later) when the
+snapshot cannot be read."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import contextlib
 import json
 
+import redis.exceptions as redis
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from service.api.broadcast import Closing
@@ -17,6 +19,7 @@ router = APIRouter(tags=["stream"])
 
 CLOSE_NOT_FOUND = 4404
 CLOSE_SERVICE_RESTART = 1012
+CLOSE_TRY_AGAIN_LATER = 1013
 
 
 @router.websocket("/v1/comparisons/{cid}/ws")
@@ -24,17 +27,26 @@ async def evidence_stream(
     websocket: WebSocket, cid: str, store: StoreDep, broadcaster: BroadcasterDep
 ) -> None:
     """Messages are ``{"type": "snapshot"|"update", "evidence": {...}}`` with rising versions;
-    a slow client gets the newest version, skipping those it had no time for."""
-    await websocket.accept()
+    a slow client gets the newest version, skipping those it had no time for. The connection is
+    accepted once the snapshot is read; when it cannot be (Redis unreachable, or its pool busy
+    past its timeout), it is closed at once with 1013 (try again later) and the reason."""
     with broadcaster.subscribe(cid) as subscription:
         try:
             evidence = await store.evidence(cid)
         except NotFound:
+            await websocket.accept()
             await websocket.send_json({"type": "error", "error": {
                 "code": "not_found", "message": f"no comparison with id {cid!r}",
                 "details": {"id": cid}}})
             await websocket.close(code=CLOSE_NOT_FOUND)
             return
+        except (redis.ConnectionError, redis.TimeoutError):
+            # Accepted only to say why: no snapshot to send, so no stream to follow.
+            await websocket.accept()
+            await websocket.close(code=CLOSE_TRY_AGAIN_LATER,
+                                  reason="the data store is unreachable or busy; reconnect")
+            return
+        await websocket.accept()
         await websocket.send_text(json.dumps({"type": "snapshot", "evidence": evidence}))
         version = evidence["version"]
         receiver = asyncio.create_task(_drain(websocket))

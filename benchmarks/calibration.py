@@ -1,0 +1,390 @@
+"""Calibration of SG-AIS's standard error (issue 18, "Must show").
+
+Per cell (family × stream), ``--datasets`` independent data sets of ``--rows`` rows streamed in
+500-row chunks through ``OnlineEvidence`` with default settings; per run z = (log Ẑ − log Z_ref)
+/ √(stderr² + stderr_ref²). A cell reports its coverage (fraction of runs with |z| ≤ 2) and the
+root mean square of z, for the standard error the code now reports (``standard_error =
+"genealogy"``) and, from the same runs, main's sum of per-step delta-method variances (SG-AIS
+returns both; the estimate itself is the same).
+
+Families: linear regression (5 inputs; exact log Z), softmax regression (10 inputs, 4 classes)
+and the 2-D, 5-component mixture (reference: Laplace importance sampling on all rows, cached in
+results/calibration_references.json; its stderr is 0.02–0.05 nats). Streams: ``iid``, and
+``ordered`` with change points at rows 1000 and 5000 (of 1e4): for linear regression the weights
+are redrawn from the prior at each change (as in shift.py); for the other two the i.i.d. rows are
+reordered so that the first 1000 have the smallest first coordinate, the next 4000 the next
+smallest (so the reference is the i.i.d. one: the models are exchangeable).
+
+    python benchmarks/calibration.py                         # 30 data sets per cell, N = 1e4
+    python benchmarks/calibration.py --families linear       # one family
+    python benchmarks/calibration.py --quick                 # N = 2000, 4 data sets
+
+Writes results/calibration.json and calibration.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from _common import (
+    environment,
+    linear_stream,
+    logistic_data,
+    mixture_data,
+    result_path,
+    set_threads,
+    table,
+    verdict,
+    write_json,
+)
+from scipy.stats import chi2
+
+import estimators.online.particles as particle_loop
+from estimators import EstimatorError, OnlineEvidence
+from estimators.data.history import Rows
+from estimators.data.rng import derive_seed
+from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
+from models import GaussianMixture, LinearRegression, LogisticRegression, Model
+
+CHUNK, CHANGES = 500, (1_000, 5_000)
+# main before issue 18: delta-method stderr, re-anchoring on growth only, no extra moves, the
+# same ladder and moves for every step of a piece
+MAIN = {"standard_error": "delta", "anchor_drift": 1000.0, "surprise_moves": 0,
+        "surprise_ess_target": 0.8, "surprise_move_steps": 20}
+COVERAGE_TARGET, RMS_Z_RANGE = 0.90, (0.85, 1.15)
+FAMILIES = ("linear", "logistic", "mixture")
+STREAMS = ("iid", "ordered")
+
+
+def build(family: str) -> Model:
+    if family == "linear":
+        return LinearRegression(5)
+    if family == "logistic":
+        return LogisticRegression(10, classes=4)
+    return GaussianMixture(2, 5)
+
+
+def linear_shifted(rows: int, seed: int) -> Rows:
+    """y = wᵀx + b + N(0, 1), (w, b) redrawn from the prior at each change point."""
+    g = torch.Generator().manual_seed(seed)
+    weights = torch.randn(len(CHANGES) + 1, 6, generator=g, dtype=torch.float64)
+    x = torch.randn(rows, 5, generator=g, dtype=torch.float64)
+    chosen = weights[torch.bucketize(torch.arange(rows), torch.tensor(CHANGES), right=True)]
+    noise = torch.randn(rows, generator=g, dtype=torch.float64)
+    return Rows(x, (x * chosen[:, :-1]).sum(1) + chosen[:, -1] + noise)
+
+
+def regimes_by_first_coordinate(rows: Rows) -> Rows:
+    """The rows reordered: the smallest first coordinates first, in blocks cut at CHANGES (each
+    block in its original order)."""
+    values = rows.x[:, 0]
+    rank = torch.empty(rows.count, dtype=torch.long)
+    rank[torch.argsort(values)] = torch.arange(rows.count)
+    block = torch.bucketize(rank, torch.tensor(CHANGES), right=True)
+    order = torch.argsort(block * rows.count + torch.arange(rows.count))
+    return rows.take(order)
+
+
+def data_set(family: str, stream: str, rows: int, index: int) -> Rows:
+    seed = derive_seed("calibration-data", family, index)
+    if family == "linear":
+        if stream == "ordered":
+            return linear_shifted(rows, seed)
+        parts = list(linear_stream(rows, seed, 5, rows))
+        return Rows(parts[0][0], parts[0][1])
+    if family == "logistic":
+        iid = Rows(*logistic_data(rows, seed, 10, 4))
+    else:
+        iid = Rows(mixture_data(rows, seed), None)
+    return regimes_by_first_coordinate(iid) if stream == "ordered" else iid
+
+
+def reference(family: str, data: Rows, key: str, cache: dict[str, Any]) -> dict[str, Any]:
+    """Exact log Z (linear) or Laplace-IS on all rows, cached by ``key``."""
+    if key in cache:
+        return cache[key]
+    model = build(family)
+    if family == "linear":
+        exact = OnlineEvidence(model, method="exact")
+        exact.update(data.x, data.y)
+        found = {"log_z": exact.log_evidence, "stderr": 0.0, "method": "exact"}
+    else:
+        try:
+            result = run_laplace_is(
+                model, data, LaplaceISSettings(), torch.Generator().manual_seed(len(cache))
+            )
+            found = {
+                "log_z": result.evidence.log_evidence,
+                "stderr": result.evidence.log_evidence_stderr,
+                "pareto_k": result.pareto_k,
+                "method": "laplace_is",
+            }
+        except EstimatorError as error:
+            found = {"log_z": math.nan, "stderr": math.nan, "error": str(error)}
+    cache[key] = found
+    return found
+
+
+def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
+    """One stream through SG-AIS; log Ẑ, both standard errors, and the seconds the genealogy
+    variance took as a fraction of the updates'."""
+    tracker = OnlineEvidence(build(family), seed=seed, **settings)
+    delta_variance, update_seconds = 0.0, 0.0
+    genealogy = Timed(particle_loop.eve_variance)
+    particle_loop.eve_variance = genealogy  # type: ignore[assignment]
+    try:
+        for start in range(0, data.count, CHUNK):
+            part = data.slice(start, min(start + CHUNK, data.count))
+            begin = time.perf_counter()
+            info = tracker.update(part.x, part.y)
+            update_seconds += time.perf_counter() - begin
+            delta_variance += info.delta_method_variance
+    except EstimatorError as error:  # counted as a failed run of its cell, not a crash
+        return {"log_z": math.nan, "stderr": math.nan, "stderr_delta": math.nan,
+                "seconds": update_seconds, "genealogy_fraction": math.nan,
+                "failed": f"row {start}: {error}"}
+    finally:
+        particle_loop.eve_variance = genealogy.function  # type: ignore[assignment]
+    return {
+        "log_z": tracker.log_evidence,
+        "stderr": tracker.log_evidence_stderr,
+        "stderr_delta": math.sqrt(delta_variance),
+        "seconds": update_seconds,
+        "genealogy_fraction": genealogy.seconds / update_seconds,
+    }
+
+
+class Timed:
+    """A function that adds up the seconds spent in it."""
+
+    def __init__(self, function: Any) -> None:
+        self.function, self.seconds = function, 0.0
+
+    def __call__(self, *args: Any) -> Any:
+        begin = time.perf_counter()
+        try:
+            return self.function(*args)
+        finally:
+            self.seconds += time.perf_counter() - begin
+
+
+def calibration(runs: list[dict[str, Any]], error: str, stderr: str) -> dict[str, float]:
+    """Coverage of ±2 stderr and RMS z over the runs that have ``error`` and a reference."""
+    usable = [r for r in runs if error in r and math.isfinite(r[error])]
+    # a run that raised (EstimatorError) where its reference exists
+    failed = sum(error in r and math.isfinite(r["reference"]) and not math.isfinite(r[error])
+                 for r in runs)
+    z = [r[error] / math.sqrt(r[stderr] ** 2 + r["reference_stderr"] ** 2) for r in usable]
+    if not z:
+        return {"runs": 0, "failed": failed, "coverage": math.nan, "rms_z": math.nan,
+                "rms_z_if_calibrated": (math.nan, math.nan), "mean_error": math.nan}
+    return {
+        "runs": len(z),
+        "failed": failed,
+        "coverage": sum(abs(v) <= 2.0 for v in z) / (len(z) + failed),  # a failure misses
+        "rms_z": math.sqrt(statistics.fmean(v * v for v in z)),
+        "rms_z_if_calibrated": calibrated_rms_z_range(len(z)),
+        "mean_error": statistics.fmean(r[error] for r in usable),
+        "median_abs_error": statistics.median(abs(r[error]) for r in usable),
+    }
+
+
+def calibrated_rms_z_range(runs: int) -> tuple[float, float]:
+    """The central 95% range of RMS z over ``runs`` runs of an exactly calibrated estimator
+    (z ~ N(0, 1), so runs · RMS z² ~ χ²(runs)): how far RMS z strays by chance alone."""
+    low, high = chi2.ppf([0.025, 0.975], runs)
+    return math.sqrt(low / runs), math.sqrt(high / runs)
+
+
+def finite_median(values: Iterable[float]) -> float:
+    finite = [v for v in values if math.isfinite(v)]
+    return statistics.median(finite) if finite else math.nan
+
+
+def meets(cell: dict[str, float]) -> bool:
+    low, high = RMS_Z_RANGE
+    return cell["coverage"] >= COVERAGE_TARGET and low <= cell["rms_z"] <= high
+
+
+def plot(cells: list[dict[str, Any]], path: str) -> str | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axes = plt.subplots(1, 2, figsize=(11, 4))
+    labels = [f"{c['family']}\n{c['stream']}" for c in cells]
+    positions = range(len(cells))
+    for axis, key, target in (
+        (axes[0], "coverage", [COVERAGE_TARGET]),
+        (axes[1], "rms_z", list(RMS_Z_RANGE)),
+    ):
+        bars = (("main", "grey", "main (before)"), ("genealogy", "C0", "now"))
+        for shift, (method, colour, label) in zip((-0.2, 0.2), bars, strict=True):
+            values = [c[method][key] for c in cells]
+            axis.bar([p + shift for p in positions], values, 0.4, color=colour, label=label)
+        for value in target:
+            axis.axhline(value, color="k", linestyle=":")
+        axis.set_xticks(list(positions), labels, fontsize=8)
+        axis.set_title({"coverage": "coverage of ±2 stderr", "rms_z": "RMS z"}[key])
+    axes[0].legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", nargs="+", choices=FAMILIES, default=list(FAMILIES))
+    parser.add_argument("--streams", nargs="+", choices=STREAMS, default=list(STREAMS))
+    parser.add_argument("--rows", type=int, default=10_000)
+    parser.add_argument("--datasets", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--output", default="calibration.json")
+    parser.add_argument("--quick", action="store_true", help="N = 2000, 4 data sets")
+    parser.add_argument(
+        "--baseline", action="store_true", help="also run each data set with main's settings"
+    )
+    args = parser.parse_args()
+    if args.quick:
+        args.rows, args.datasets = 2_000, 4
+    set_threads(args.threads)
+    cache_path = result_path("calibration_references.json")
+    cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    output = result_path(args.output)
+    previous = json.loads(output.read_text()) if output.exists() else {}
+    runs = [  # runs of other families/streams from an earlier invocation are kept
+        r
+        for r in previous.get("runs", [])
+        if r["rows"] == args.rows
+        and not (r["family"] in args.families and r["stream"] in args.streams)
+    ]
+    for family in args.families:
+        for stream in args.streams:
+            for index in range(args.datasets):
+                data = data_set(family, stream, args.rows, index)
+                # exchangeable models: the reordered rows share the i.i.d. rows' reference
+                shared = stream if family == "linear" else "iid"
+                ref = reference(family, data, f"{family}/{shared}/{args.rows}/{index}", cache)
+                write_json("calibration_references", cache, cache_path)
+                result = run(family, data, index, {})
+                if args.baseline:
+                    main_run = run(family, data, index, MAIN)
+                    result["main_error"] = main_run["log_z"] - ref["log_z"]
+                    result["main_stderr"] = main_run["stderr"]
+                    result["main_seconds"] = main_run["seconds"]
+                record = {
+                    "family": family,
+                    "stream": stream,
+                    "rows": args.rows,
+                    "dataset": index,
+                    "reference": ref["log_z"],
+                    "reference_stderr": ref["stderr"],
+                    "error": result["log_z"] - ref["log_z"],
+                    **result,
+                }
+                runs.append(record)
+                print(
+                    f"{family:8s} {stream:7s} {index:2d} error {record['error']:+7.2f} "
+                    f"stderr {result['stderr']:.2f} (delta {result['stderr_delta']:.2f}) "
+                    f"{result['seconds']:.1f} s"
+                    + (
+                        f"; main error {result['main_error']:+7.2f} ± {result['main_stderr']:.2f}"
+                        if args.baseline
+                        else ""
+                    ),
+                    flush=True,
+                )
+    cells = []
+    for family in FAMILIES:
+        for stream in STREAMS:
+            mine = [r for r in runs if r["family"] == family and r["stream"] == stream]
+            if not mine:
+                continue
+            cells.append(
+                {
+                    "family": family,
+                    "stream": stream,
+                    "genealogy": calibration(mine, "error", "stderr"),
+                    "delta": calibration(mine, "error", "stderr_delta"),
+                    "main": calibration(mine, "main_error", "main_stderr"),
+                    "genealogy_fraction": finite_median(r["genealogy_fraction"] for r in mine),
+                    "stderr_ratio": finite_median(r["stderr"] / r["stderr_delta"] for r in mine),
+                }
+            )
+    print(
+        f"\nN = {args.rows:,}: coverage of ±2 stderr (target ≥ {COVERAGE_TARGET:.0%}) and RMS z "
+        f"(target {RMS_Z_RANGE[0]}–{RMS_Z_RANGE[1]}); 'main' = sum of per-step delta variances\n"
+        + table(
+            [
+                "family",
+                "stream",
+                "runs",
+                "failed",
+                "mean err",
+                "coverage",
+                "RMS z",
+                "RMS z by chance",
+                "verdict",
+                "delta cov",
+                "delta RMS z",
+                "stderr/delta",
+                "main runs",
+                "main mean err",
+                "main cov",
+                "main RMS z",
+                "stderr cost",
+            ],
+            [
+                [
+                    c["family"],
+                    c["stream"],
+                    c["genealogy"]["runs"],
+                    c["genealogy"]["failed"],
+                    c["genealogy"]["mean_error"],
+                    c["genealogy"]["coverage"],
+                    c["genealogy"]["rms_z"],
+                    "{:.2f}–{:.2f}".format(*c["genealogy"]["rms_z_if_calibrated"]),
+                    verdict(meets(c["genealogy"])),
+                    c["delta"]["coverage"],
+                    c["delta"]["rms_z"],
+                    c["stderr_ratio"],
+                    c["main"]["runs"],
+                    c["main"]["mean_error"],
+                    c["main"]["coverage"],
+                    c["main"]["rms_z"],
+                    f"{c['genealogy_fraction']:.2%}",
+                ]
+                for c in cells
+            ],
+        )
+        + "\n'RMS z by chance': the 95% range of RMS z that an exactly calibrated stderr gives "
+        "over this many runs (χ²)\n'delta': main's sum of per-step delta-method variances on "
+        "the same runs; 'main': "
+        "separate runs with main's settings (no drift re-anchoring or surprise moves)"
+    )
+    payload = {
+        "benchmark": "calibration",
+        "settings": {**vars(args), "chunk": CHUNK, "changes": CHANGES},
+        "environment": environment(args.threads),
+        "targets": {"coverage": COVERAGE_TARGET, "rms_z": RMS_Z_RANGE},
+        "cells": cells,
+        "runs": runs,
+    }
+    print(f"\nwrote {write_json('calibration', payload, output)}")
+    png = plot(cells, str(output.with_suffix(".png")))
+    if png:
+        print(f"wrote {png}")
+
+
+if __name__ == "__main__":
+    main()

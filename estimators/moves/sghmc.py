@@ -1,0 +1,114 @@
+"""Stochastic-gradient HMC moves (Chen, Fox & Guestrin 2014, eq. 15), in whitened velocity u:
+
+    u ← (I − αI − B̂) u + η Lᵀ∇̂log π(θ) + N(0, 2αη I),    θ ← θ + L u,    u₀ ~ N(0, η I)
+
+with M⁻¹ = L Lᵀ a constant preconditioner (Ma, Chen & Fox 2015). The minibatch gradient ∇̂ of
+covariance V adds η² LᵀVL of noise per step on top of the injected 2αη I; B̂ = η LᵀVL / 2 is the
+matching friction, so dissipation again balances the total noise and the moves sample π rather
+than a law hotter along the noisiest directions. Eq. 15 subtracts B̂ from the injected noise
+instead, which is impossible where B̂ exceeds αI (it does on softmax regression:
+benchmarks/sgais_noise.py); raising the friction needs no such room. B̂ = 0 is plain SGHMC.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Literal, NamedTuple
+
+import torch
+from torch import Tensor
+
+GradFn = Callable[[Tensor], Tensor]
+DIVERGED = 1e3  # whitened distance (in posterior spreads) past which a trajectory has diverged
+
+
+class SGHMCParams(NamedTuple):
+    lr: float  # η = lr / n (identity) or lr with the particle covariance as inverse mass
+    friction: float  # α: momentum decay per step
+    steps: int  # steps per move (one trajectory, fresh momentum)
+    preconditioner: Literal["identity", "particles"]
+    noise_friction: bool  # raise the friction by the estimated gradient noise (B̂ below)
+
+
+def sghmc_step(params: SGHMCParams, particle_factor: Tensor, rows: float) -> tuple[float, Tensor]:
+    """SGHMC step η and mass factor L (M⁻¹ = L Lᵀ) for a target holding ``rows`` rows.
+
+    identity: η = lr / n and L = I, the O(1/n) step of the SG-AIS literature (n floored at 1,
+    the prior's weight). particles: η = lr and L Lᵀ = the particle covariance ≈ (n F)⁻¹ for a
+    posterior with per-row Fisher information F, i.e. the same lr / n step in F's metric.
+    """
+    if params.preconditioner == "identity":
+        eye = torch.eye(
+            particle_factor.shape[0], dtype=particle_factor.dtype, device=particle_factor.device
+        )
+        return params.lr / max(rows, 1.0), eye
+    return params.lr, particle_factor
+
+
+def sghmc_move(
+    theta: Tensor,
+    grad_log_target: GradFn,
+    step: float,
+    scale: Tensor,
+    friction: float,
+    steps: int,
+    generator: torch.Generator,
+    gradient_noise: Tensor | None = None,
+) -> Tensor:
+    """``steps`` SGHMC steps from ``theta`` (M, D) with a fresh momentum; returns new positions.
+
+    ``scale`` is L with M⁻¹ = L Lᵀ. ``gradient_noise`` is a factor G L (M, R, D) of each
+    particle's whitened gradient-noise covariance, LᵀV_mL = (G_m L)ᵀ G_m L
+    (``target.gradient_noise``); without it the noise is taken as zero.
+    """
+    start, noise_scale = theta, (2.0 * friction * step) ** 0.5
+    shape, dtype, device = theta.shape, theta.dtype, theta.device
+    velocity = torch.randn(shape, generator=generator, dtype=dtype, device=device).mul_(step**0.5)
+    extra_friction = None
+    if gradient_noise is not None:
+        extra_friction = noise_friction(gradient_noise, step, 1.0 - friction)
+    # each step's velocity, for the distance travelled
+    velocities = torch.empty((steps, *shape), dtype=dtype, device=device)
+    for index in range(steps):
+        damped = (1.0 - friction) * velocity
+        if extra_friction is not None:
+            damped.sub_(extra_friction(velocity))
+        noise = torch.randn(shape, generator=generator, dtype=dtype, device=device)
+        velocity = torch.mm(step * grad_log_target(theta), scale, out=velocities[index])
+        velocity.add_(damped).add_(noise.mul_(noise_scale))
+        theta = theta + velocity @ scale.T
+    travelled = torch.linalg.vector_norm(velocities, dim=-1).sum(0)
+    # A trajectory that diverged (a step too long for a sharp direction of a far-from-Gaussian
+    # posterior, e.g. a mixture whose components the data do not yet identify: it grows
+    # geometrically) is undone like a rejected HMC proposal. In the whitened metric a healthy
+    # trajectory travels about steps·√(η D) spreads; one that travelled DIVERGED has blown up.
+    kept = torch.isfinite(theta).all(-1) & (travelled < DIVERGED)
+    return torch.where(kept[:, None], theta, start)
+
+
+def noise_friction(
+    gradient_noise: Tensor, step: float, ceiling: float
+) -> Callable[[Tensor], Tensor]:
+    """u ↦ B̂u per particle, B̂ = η LᵀVL / 2 = UᵀU, shrunk per particle so B̂ ≤ ``ceiling``·I;
+    ``gradient_noise`` is G L with V = GᵀG.
+
+    The ceiling keeps the total friction at most 1 (no velocity sign flips); where it binds the
+    noisiest direction of that particle stays hotter than π by the clipped amount. B̂ is kept as
+    the smaller of the D × D matrix and its R × D factor U.
+    """
+    rows, dim = gradient_noise.shape[1:]
+    if dim > rows:
+        factor = (0.5 * step) ** 0.5 * gradient_noise  # U: (M, R, D)
+        # The trace of B̂ (the squared norm of U) bounds its largest eigenvalue.
+        bound = factor.square().sum((1, 2))
+        if not bool((bound <= ceiling).all()):
+            largest = torch.linalg.matrix_norm(factor, ord=2).square()
+            factor = factor * torch.clamp(ceiling / largest, max=1.0).sqrt()[:, None, None]
+        return lambda velocity: torch.bmm(
+            torch.bmm(velocity[:, None, :], factor.transpose(1, 2)), factor
+        )[:, 0]
+    matrix = (gradient_noise.transpose(1, 2) @ gradient_noise).mul_(0.5 * step)  # UᵀU
+    if not bool((matrix.diagonal(0, 1, 2).sum(-1) <= ceiling).all()):
+        largest = torch.linalg.eigvalsh(matrix)[:, -1]
+        matrix = matrix * torch.clamp(ceiling / largest, max=1.0)[:, None, None]
+    return lambda velocity: torch.bmm(velocity[:, None, :], matrix)[:, 0]

@@ -1,0 +1,157 @@
+"""The move kernels of the online methods, each built for one piece: ``(θ, λ, L, generator,
+checkpoint) -> Moved`` on the piece's tempered target (``smc.tempered.Move``).
+
+``exact_hmc`` while the past is used in full; after that ``sghmc`` (plain or with noise friction),
+``corrected_sghmc`` (trajectories accepted by the minibatch Barker test) or ``random_walk_mh``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from estimators.deadline import Checkpoint
+from estimators.moves import random_walk
+from estimators.moves.corrected import corrected_sghmc_move
+from estimators.moves.hmc import HMCParams, hmc_chain
+from estimators.moves.minibatch_target import MinibatchTarget
+from estimators.moves.sghmc import SGHMCParams, sghmc_move, sghmc_step
+from estimators.online.settings import SequentialSettings
+from estimators.online.target import (
+    Piece,
+    exact_target,
+    grad_log_target,
+    gradient_noise,
+    minibatch_gradients,
+    minibatch_rows,
+)
+from estimators.smc.tempered import Move, Moved
+
+
+def exact_hmc(piece: Piece, params: HMCParams) -> Move:
+    """``params.transitions`` Metropolis-corrected HMC transitions on the exact target."""
+
+    def move(
+        theta: Tensor,
+        temperature: float,
+        scale: Tensor,
+        generator: torch.Generator,
+        checkpoint: Checkpoint,
+    ) -> Moved:
+        target = exact_target(piece.model, piece.rows, temperature, piece.past)
+        theta, acceptance = hmc_chain(
+            theta, target.value_and_grad, scale, params, generator, target.grad, checkpoint
+        )
+        return Moved(theta, acceptance)
+
+    return move
+
+
+def _rows(piece: Piece, temperature: float) -> float:
+    """Rows the tempered target holds: the past plus λ of the piece."""
+    return len(piece.past.history) + temperature * piece.rows.count
+
+
+def sghmc(piece: Piece, params: SGHMCParams) -> Move:
+    """One SGHMC trajectory on minibatch gradients of the past (``moves.sghmc``)."""
+
+    def move(
+        theta: Tensor,
+        temperature: float,
+        scale: Tensor,
+        generator: torch.Generator,
+        checkpoint: Checkpoint,
+    ) -> Moved:
+        batches = minibatch_rows(piece.past, params.steps, generator)
+        grads = iter(
+            minibatch_gradients(
+                piece.model, piece.rows, temperature, piece.past, batches, params.steps
+            )
+        )
+
+        def grad(position: Tensor) -> Tensor:
+            return next(grads)(position)
+
+        step, mass = sghmc_step(params, scale, _rows(piece, temperature))
+        noise = None
+        if params.noise_friction:
+            noise = gradient_noise(piece.model, theta, piece.past, generator, mass)
+        return Moved(
+            sghmc_move(theta, grad, step, mass, params.friction, params.steps, generator, noise),
+            (),
+        )
+
+    return move
+
+
+def corrected_sghmc(piece: Piece, params: SGHMCParams) -> Move:
+    """One SGHMC trajectory accepted or rejected as a whole by the minibatch Barker test."""
+
+    def move(
+        theta: Tensor,
+        temperature: float,
+        scale: Tensor,
+        generator: torch.Generator,
+        checkpoint: Checkpoint,
+    ) -> Moved:
+        def grad(position: Tensor) -> Tensor:
+            return grad_log_target(
+                piece.model, position, piece.rows, temperature, piece.past, generator
+            )
+
+        step, mass = sghmc_step(params, scale, _rows(piece, temperature))
+        past = piece.past
+        target = MinibatchTarget(piece.model, past.history, piece.rows, temperature, past.anchor)
+        moved = corrected_sghmc_move(
+            theta,
+            target,
+            grad,
+            step,
+            mass,
+            params.friction,
+            params.steps,
+            past.batch_size,
+            generator,
+        )
+        return Moved(moved.position, (float(moved.test.accept.double().mean()),))
+
+    return move
+
+
+def random_walk_mh(piece: Piece, steps: int) -> Move:
+    """``steps`` random-walk MH steps per chain, proposal 2.38/√D × L (Roberts & Rosenthal
+    2001, the optimal random-walk scale for Gaussian targets), minibatch Barker tests."""
+
+    def move(
+        theta: Tensor,
+        temperature: float,
+        scale: Tensor,
+        generator: torch.Generator,
+        checkpoint: Checkpoint,
+    ) -> Moved:
+        past = piece.past
+        target = MinibatchTarget(piece.model, past.history, piece.rows, temperature, past.anchor)
+        proposal_scale = 2.38 / math.sqrt(theta.shape[1]) * scale
+        state = random_walk.init(theta)
+        acceptance = []
+        for walk_step in range(steps):
+            if walk_step:
+                checkpoint()
+            state, info = random_walk.update(
+                state, target, proposal_scale, past.batch_size, generator
+            )
+            acceptance.append(float(info.accepted.double().mean()))
+        return Moved(state.position, tuple(acceptance))
+
+    return move
+
+
+def sghmc_moves(settings: SequentialSettings, piece: Piece) -> Move:
+    """Exact HMC while the past is used in full, then SGHMC (Barker-corrected if asked)."""
+    if piece.past_in_full:
+        return exact_hmc(piece, settings.hmc)
+    if settings.mh_correction == "barker":
+        return corrected_sghmc(piece, settings.sghmc)
+    return sghmc(piece, settings.sghmc)

@@ -1,0 +1,41 @@
+"""The ``minibatch_mh`` estimator: SG-AIS whose minibatch moves (n > ``full_batch_rows``) are
+``steps`` of the random-walk minibatch-MH kernel (``estimators.moves.random_walk``), with the
+weighted particle covariance's Cholesky factor as the proposal's shape (``kernels``).
+"""
+
+from __future__ import annotations
+
+import functools
+
+from estimators.estimator import Estimator
+from estimators.online import particles
+from estimators.online.kernels import exact_hmc, random_walk_mh
+from estimators.online.particles import ChunkLoop, ParticleState
+from estimators.online.settings import MinibatchMHSettings
+from estimators.online.sgais import SGAISInfo, annealed, annealing_info
+from estimators.online.target import Piece
+from estimators.smc.relabeling import Relabel, relabeler
+from estimators.smc.tempered import TemperedSMC
+from models import Model
+
+
+def parts(settings: MinibatchMHSettings, relabel: Relabel | None, piece: Piece) -> TemperedSMC:
+    if piece.past_in_full:
+        move = exact_hmc(piece, settings.hmc)
+    else:
+        move = random_walk_mh(piece, settings.steps)
+    return annealed(settings, relabel, piece, move)
+
+
+def bind(model: Model, settings: MinibatchMHSettings) -> Estimator[ParticleState, SGAISInfo]:
+    loop = ChunkLoop(
+        model=model,
+        past=settings,
+        full_batch_rows=settings.full_batch_rows,
+        parts=functools.partial(parts, settings, relabeler(model)),
+        max_steps=settings.max_annealing_steps,
+        standard_error=settings.standard_error,
+        surprise=settings.surprise,
+    )
+
+    return particles.online_estimator("minibatch_mh", settings, loop, annealing_info)

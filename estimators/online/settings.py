@@ -1,0 +1,182 @@
+"""Settings of the online methods, one record per method, assembled from groups of settings
+(``estimators.settings`` has the groups the references share).
+
+Each group is the settings of one part: the particle cloud, the exact (full-batch HMC) phase,
+the past data read in minibatches, the SGHMC moves, the annealing ladder. The parts take their
+parameters as small records (``hmc``, ``sghmc``), never as loose arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from estimators.moves.sghmc import SGHMCParams
+from estimators.online.surprise import Surprise
+from estimators.references.nested import NestedSettings
+from estimators.settings import HMCSettings, LadderSettings, ParticleSettings, Settings
+
+
+class ExactPhaseSettings(HMCSettings):
+    full_batch_rows: int = Field(
+        500,
+        ge=0,
+        le=2000,
+        description="exact, Metropolis-corrected HMC moves on the full past while n ≤ this",
+    )
+
+
+class PastDataSettings(Settings):
+    batch_size: int = Field(
+        100, ge=1, le=4096, description="minibatch size drawn with replacement from the past"
+    )
+    control_variates: bool = Field(
+        True, description="minibatch gradients anchored at the weighted particle mean"
+    )
+    anchor_growth: float = Field(
+        1.02,
+        gt=1.0,
+        le=10.0,
+        description="re-anchor once n has grown by this factor since the last anchor",
+    )
+    anchor_drift: float = Field(
+        1.0,
+        gt=0.0,
+        le=1000.0,
+        description="re-anchor at once when the particle mean is this many posterior SDs "
+        "from the anchor",
+    )
+
+
+class SGHMCSettings(Settings):
+    steps: int = Field(
+        20, ge=1, le=200, description="SGHMC steps per move (one move per annealing step)"
+    )
+    lr: float = Field(
+        0.05,
+        gt=0.0,
+        le=10.0,
+        description="SGHMC learning rate: η = lr / n (identity) or lr in the particle metric",
+    )
+    friction: float = Field(0.1, gt=0.0, le=1.0, description="SGHMC momentum decay α per step")
+    preconditioner: Literal["identity", "particles"] = Field(
+        "particles",
+        description="SGHMC mass: inverse mass = weighted particle covariance, or identity",
+    )
+    mh_correction: Literal["none", "barker"] = Field(
+        "none",
+        description="barker: accept or reject each SGHMC trajectory by the minibatch Barker test",
+    )
+    noise_friction: bool = Field(
+        True, description="raise SGHMC's friction by its estimated minibatch-gradient noise"
+    )
+
+    @property
+    def sghmc(self) -> SGHMCParams:
+        return SGHMCParams(
+            self.lr, self.friction, self.steps, self.preconditioner, self.noise_friction
+        )
+
+
+class AnnealingSettings(LadderSettings):
+    @property
+    def surprise(self) -> Surprise:
+        return Surprise(self.surprise_steps, self.surprise_ess, self.surprise_moves)
+
+    resampling: Literal["systematic", "stratified", "residual", "multinomial"] = Field(
+        "systematic", description="resampling scheme"
+    )
+    max_annealing_steps: int = Field(
+        1000,
+        ge=1,
+        le=10_000,
+        description="annealing steps per piece; more raise EstimatorError (a safeguard)",
+    )
+    surprise_steps: int = Field(
+        8,
+        ge=1,
+        le=10_000,
+        description="a piece annealed in more steps than this is surprising: re-anchor and "
+        "make surprise_moves more moves",
+    )
+    surprise_ess: float = Field(
+        0.1, ge=0.0, le=1.0, description="a piece whose ESS / M fell below this is surprising"
+    )
+    surprise_moves: int = Field(
+        5, ge=0, le=100, description="extra moves at λ = 1 after a surprising piece (0: none)"
+    )
+    standard_error: Literal["genealogy", "delta"] = Field(
+        "genealogy",
+        description="log Z's stderr: from the particles' Eve groups per piece, or the sum of "
+        "per-step delta-method variances",
+    )
+
+
+class SequentialSettings(SGHMCSettings, PastDataSettings, ExactPhaseSettings, ParticleSettings):
+    """``sequential``: one plain predictive average per piece, then SGHMC moves."""
+
+
+class SGAISSettings(AnnealingSettings, SequentialSettings):
+    """``sgais``: ESS-adaptive annealing, resampling, SGHMC moves (exact HMC while n is small)."""
+
+    surprise_ess_target: float = Field(
+        0.98,
+        gt=0.0,
+        le=0.99,
+        description="ESS target of a piece's annealing steps past surprise_steps (after the "
+        "exact phase)",
+    )
+    surprise_move_steps: int = Field(
+        60, ge=1, le=200, description="SGHMC steps per move in a piece's steps past surprise_steps"
+    )
+
+    @property
+    def careful(self) -> SGAISSettings:
+        """These settings with the ladder and moves of a long piece (``piece_parts``)."""
+        return self.model_copy(
+            update={"ess_target": self.surprise_ess_target, "steps": self.surprise_move_steps}
+        )
+
+
+class MinibatchMHSettings(
+    AnnealingSettings, PastDataSettings, ExactPhaseSettings, ParticleSettings
+):
+    """``minibatch_mh``: SG-AIS whose minibatch moves are random-walk Metropolis steps accepted
+    by the minibatch Barker test."""
+
+    steps: int = Field(
+        20, ge=1, le=200, description="random-walk MH steps per move (one move per annealing step)"
+    )
+
+
+class HybridSettings(SGAISSettings):
+    """``hybrid``: nested sampling on the first ``nested_rows`` rows, SG-AIS after."""
+
+    nested_rows: int = Field(
+        100, ge=1, le=1000, description="rows absorbed by nested sampling before SG-AIS"
+    )
+    live_points: int = Field(256, ge=2, le=4096, description="nested-sampling live points")
+    nested_parallel: int = Field(
+        16, ge=1, le=1024, description="points the nested run replaces per iteration"
+    )
+
+    @model_validator(mode="after")
+    def _fewer_walkers_than_live_points(self) -> HybridSettings:
+        if self.nested_parallel >= self.live_points:
+            raise ValueError(
+                f"nested_parallel must be below live_points ({self.live_points}), "
+                f"got {self.nested_parallel}"
+            )
+        return self
+
+    @property
+    def nested(self) -> NestedSettings:
+        """The settings of the nested phase (the other nested settings at their defaults)."""
+        return NestedSettings(
+            live_points=self.live_points, parallel=self.nested_parallel, device=self.device
+        )
+
+
+class ExactSettings(Settings):
+    """``exact``: closed-form evidence of a conjugate model; nothing to tune but the device."""

@@ -1,0 +1,98 @@
+"""Stochastic-gradient annealed importance sampling (SG-AIS) over a data stream.
+
+Each piece of a chunk is annealed in with temperatures 0 = λ_0 < … < λ_T = 1 chosen by
+conditional-ESS bisection; log p(piece | past) is the sum over steps of log Σ_i W_i p(piece|θ_i)^Δ
+(SMC, Del Moral et al. 2006, eq. 14), so log Z is always a sum of per-step increments of
+normalised weights. Particles are resampled when their ESS falls below a threshold and moved by
+exact HMC while the past is small, by SGHMC on minibatches of the past after (``kernels``).
+Chunks larger than the schedule allows are split (``data.schedule``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from estimators.estimator import Estimator
+from estimators.online import particles
+from estimators.online.kernels import sghmc_moves
+from estimators.online.particles import ChunkLoop, ParticleState, PieceReport
+from estimators.online.settings import AnnealingSettings, SGAISSettings
+from estimators.online.target import Piece
+from estimators.smc.relabeling import Relabel, relabeler
+from estimators.smc.resampling import RESAMPLERS, resample_below
+from estimators.smc.temperature import adaptive
+from estimators.smc.tempered import Move, TemperedSMC
+from estimators.smc.weights import ess as kish_ess
+from models import Model
+
+
+@dataclass(frozen=True)
+class SGAISInfo:
+    """What one SG-AIS update did. ``log_evidence_increment`` is log p̂(chunk | past)."""
+
+    rows: int
+    log_evidence_increment: float
+    log_evidence_increment_variance: float
+    delta_method_variance: float  # the sum of the annealing steps' delta-method variances
+    ess: float  # of the particle weights after the update
+    min_ess: float  # smallest ESS reached during annealing, before any resampling
+    annealing_steps: int
+    resamples: int
+    sub_chunks: int  # schedule-sized pieces the chunk was cut into
+    reanchors: int  # control-variate anchors (re)set
+    surprises: int  # pieces followed by extra moves (``surprise``)
+    acceptance_rate: float  # mean Metropolis acceptance of the tested moves (NaN if none)
+
+
+def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, ...]) -> SGAISInfo:
+    steps = [info for report in reports for info in report.steps]
+    return SGAISInfo(
+        rows=rows,
+        log_evidence_increment=sum(r.log_evidence_increment for r in reports),
+        log_evidence_increment_variance=sum(r.log_evidence_increment_variance for r in reports),
+        delta_method_variance=sum(r.delta_method_variance for r in reports),
+        ess=kish_ess(state.log_weights),
+        min_ess=min((info.ess for info in steps), default=math.inf),
+        annealing_steps=len(steps),
+        resamples=sum(info.resampled for info in steps),
+        sub_chunks=len(reports),
+        reanchors=sum(r.reanchored for r in reports),
+        surprises=sum(r.surprised for r in reports),
+        acceptance_rate=particles.accepted_fraction(reports),
+    )
+
+
+def annealed(
+    settings: AnnealingSettings, relabel: Relabel | None, piece: Piece, move: Move
+) -> TemperedSMC:
+    """SG-AIS's ladder for one piece: adaptive temperatures and ESS-triggered resampling."""
+    return TemperedSMC(
+        log_likelihood=piece.log_likelihood,
+        temperature_rule=adaptive(settings.ess_target),
+        selection=resample_below(settings.resample_threshold, RESAMPLERS[settings.resampling]),
+        move=move,
+        relabel=relabel,
+    )
+
+
+def parts(settings: SGAISSettings, relabel: Relabel | None, piece: Piece) -> TemperedSMC:
+    return annealed(settings, relabel, piece, sghmc_moves(settings, piece))
+
+
+def loop(model: Model, settings: SGAISSettings) -> ChunkLoop:
+    return ChunkLoop(
+        model=model,
+        past=settings,
+        full_batch_rows=settings.full_batch_rows,
+        parts=functools.partial(parts, settings, relabeler(model)),
+        max_steps=settings.max_annealing_steps,
+        standard_error=settings.standard_error,
+        surprise=settings.surprise,
+        careful_parts=functools.partial(parts, settings.careful, relabeler(model)),
+    )
+
+
+def bind(model: Model, settings: SGAISSettings) -> Estimator[ParticleState, SGAISInfo]:
+    return particles.online_estimator("sgais", settings, loop(model, settings), annealing_info)

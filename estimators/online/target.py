@@ -1,0 +1,205 @@
+"""The tempered target of one piece of a chunk, and its gradient with control variates.
+
+log π_λ(θ) = λ·log p(chunk|θ) + Σ_{i≤n} log p(y_i|θ) + log p(θ)   (design doc, step 4).
+The past-data sum is exact while the history fits in a minibatch; beyond that it is the
+control-variate estimate (Baker et al. 2019, eq. 6)
+    Σ_i ∇ℓ_i(θ_a) + (n/|B|) Σ_{b∈B} [∇ℓ_b(θ) − ∇ℓ_b(θ_a)],
+or the plain minibatch estimate (n/|B|) Σ_b ∇ℓ_b(θ) without control variates. The anchor θ_a is a
+point near the posterior; Σ_i ∇ℓ_i(θ_a) over *all* past rows is kept current chunk by chunk.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import NamedTuple
+
+import torch
+from torch import Tensor
+
+from estimators.data.history import History, Rows, cat_rows
+from models import Model, WeightedSum
+
+
+class Anchor(NamedTuple):
+    point: Tensor  # (D,)
+    grad_sum: Tensor  # (D,) Σ over all past rows of ∇ log p(y_i | θ_a)
+    piece_grad: Tensor | None = None  # (D,) Σ over the piece's rows of ∇ log p(y_r | θ_a)
+
+
+def with_piece(model: Model, anchor: Anchor, rows: Rows) -> Anchor:
+    """``anchor`` knowing the gradient at θ_a of the piece ``rows`` about to be annealed in."""
+    return anchor._replace(
+        piece_grad=model.grad_log_likelihood(anchor.point[None], rows.x, rows.y)[0]
+    )
+
+
+class PastData(NamedTuple):
+    """How the past enters the gradient: all rows (small n) or minibatches of a history."""
+
+    history: History
+    full: Rows | None  # every past row while the history is small enough to use in full
+    batch_size: int
+    anchor: Anchor | None  # None: plain minibatch gradients
+
+
+class Piece(NamedTuple):
+    """A piece of a chunk being annealed in, and the past it is conditioned on."""
+
+    model: Model
+    rows: Rows
+    past: PastData
+
+    @property
+    def past_in_full(self) -> bool:
+        """Whether the exact target can be evaluated (every past row at hand, or none)."""
+        return self.past.full is not None or len(self.past.history) == 0
+
+    def log_likelihood(self, theta: Tensor) -> Tensor:
+        """log p(piece | θ) per particle (M,)."""
+        return self.model.log_likelihood(theta, self.rows.x, self.rows.y).sum(-1)
+
+
+def anchor_at(model: Model, point: Tensor, history: History, block_rows: int = 65536) -> Anchor:
+    """A control-variate anchor: one full pass over the history at ``point``."""
+    total = torch.zeros_like(point)
+    for rows in history.blocks(block_rows):
+        total += model.grad_log_likelihood(point[None], rows.x, rows.y)[0]
+    return Anchor(point, total)
+
+
+def anchor_at_mean(
+    model: Model, particles: Tensor, log_weights: Tensor, history: History
+) -> Anchor:
+    """``anchor_at`` the weighted particle mean."""
+    return anchor_at(model, torch.softmax(log_weights, 0) @ particles, history)
+
+
+def past_data(
+    history: History, full_batch_rows: int, batch_size: int, anchor: Anchor | None
+) -> PastData:
+    if len(history) <= full_batch_rows:
+        full = cat_rows(list(history.blocks(max(len(history), 1)))) if len(history) else None
+        return PastData(history, full, batch_size, None)
+    return PastData(history, None, batch_size, anchor)
+
+
+class ExactTarget(NamedTuple):
+    """log π_λ(θ) and its gradient, exactly: only while the past is used in full."""
+
+    model: Model
+    likelihood: WeightedSum | None  # λ × the piece plus the past; None: the prior alone
+
+    def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
+        value, grad = self.model.log_prior(theta), self.model.grad_log_prior(theta)
+        if self.likelihood is None:
+            return value, grad
+        part_value, part_grad = self.likelihood.value_and_grad(theta)
+        return value + part_value, grad + part_grad
+
+    def grad(self, theta: Tensor) -> Tensor:
+        grad = self.model.grad_log_prior(theta)
+        return grad if self.likelihood is None else grad + self.likelihood.grad(theta)
+
+
+def exact_target(model: Model, chunk: Rows, temperature: float, past: PastData) -> ExactTarget:
+    """The exact tempered target at ``temperature``, its rows prepared once for many θ."""
+    if len(past.history) > 0 and past.full is None:
+        raise ValueError("the exact tempered target needs the full past data")
+    parts = [(chunk.x, chunk.y, temperature)] if temperature > 0.0 else []
+    if past.full is not None:
+        parts.append((past.full.x, past.full.y, 1.0))
+    return ExactTarget(model, model.weighted_sum(parts) if parts else None)
+
+
+def grad_log_target(
+    model: Model,
+    theta: Tensor,
+    chunk: Rows,
+    temperature: float,
+    past: PastData,
+    generator: torch.Generator,
+) -> Tensor:
+    """Minibatch estimate of ∇ log π_λ(θ); the full-past case is ``log_target``'s (exact HMC)."""
+    batch = past.history.sample(past.batch_size, generator)
+    return minibatch_grad_log_target(model, theta, chunk, temperature, past, batch)
+
+
+def minibatch_rows(past: PastData, count: int, generator: torch.Generator) -> Rows:
+    """``count`` minibatches of the past drawn in one go, back to back: rows uniform with
+    replacement, in random order before they are cut (a history may return its draws grouped by
+    where they are stored, ``ExtendedHistory``), so the same law as ``count`` separate draws."""
+    rows = past.history.sample(count * past.batch_size, generator)
+    order = torch.randperm(count * past.batch_size, generator=generator, device=generator.device)
+    return rows.take(order.to(rows.device))
+
+
+def minibatch_gradients(
+    model: Model, chunk: Rows, temperature: float, past: PastData, batches: Rows, count: int
+) -> list[Callable[[Tensor], Tensor]]:
+    """``grad_log_target`` of ``count`` steps, step i on the i-th of ``count`` equal minibatches
+    back to back in ``batches`` (``minibatch_rows``), their rows prepared together."""
+    minibatch_past(past)
+    fixed = [(chunk.x, chunk.y, temperature)] if temperature > 0.0 else []
+    scale = len(past.history) / (batches.count // count)
+    sums = model.stepwise_sums(fixed, (batches.x, batches.y, scale), count)
+    return [functools.partial(anchored_gradient, model, temperature, past.anchor, s) for s in sums]
+
+
+def minibatch_grad_log_target(
+    model: Model, theta: Tensor, chunk: Rows, temperature: float, past: PastData, batch: Rows
+) -> Tensor:
+    """``grad_log_target`` on a given minibatch ``batch`` of the past."""
+    minibatch_past(past)
+    parts = [(batch.x, batch.y, len(past.history) / batch.count)]
+    if temperature > 0.0:
+        parts.insert(0, (chunk.x, chunk.y, temperature))
+    return anchored_gradient(model, temperature, past.anchor, model.weighted_sum(parts), theta)
+
+
+def minibatch_past(past: PastData) -> None:
+    if past.full is not None or len(past.history) == 0:
+        raise ValueError("minibatch gradients are for a past too large to use in full")
+
+
+def anchored_gradient(
+    model: Model, temperature: float, anchor: Anchor | None, likelihood: WeightedSum, theta: Tensor
+) -> Tensor:
+    """The prior's gradient plus ``likelihood``'s (λ × the piece, n/|B| × a minibatch), with
+    the control variate of ``anchor`` when there is one."""
+    grad = model.grad_log_prior(theta)
+    if anchor is None:
+        return grad + likelihood.grad(theta)
+    # The anchor rides along as one more particle: one pass over piece and minibatch. Its row
+    # holds λ·(the piece's gradient at θ_a) too, which the anchor's ``piece_grad`` takes back out.
+    both = likelihood.grad(with_anchor(theta, anchor))
+    at_anchor = both[-1]
+    if temperature > 0.0:
+        if anchor.piece_grad is None:
+            raise ValueError("the anchor lacks the piece's gradient at θ_a (``with_piece``)")
+        at_anchor = at_anchor - temperature * anchor.piece_grad
+    return grad + both[:-1] + (anchor.grad_sum - at_anchor)
+
+
+def with_anchor(theta: Tensor, anchor: Anchor) -> Tensor:
+    """The particles (M, D) with the anchor point appended as row M."""
+    return torch.cat([theta, anchor.point[None]])
+
+
+def gradient_noise(
+    model: Model, theta: Tensor, past: PastData, generator: torch.Generator, scale: Tensor
+) -> Tensor:
+    """A factor G L (M, B, D) of Lᵀ(the covariance of ``grad_log_target``'s estimate)L at each
+    particle, L = ``scale`` (the SGHMC mass factor: the noise in whitened units).
+
+    The estimate's noise is (n/|B|) Σ_b d_b with d_b = ∇ℓ_b(θ) − ∇ℓ_b(θ_a) (or ∇ℓ_b(θ) without
+    an anchor), rows drawn with replacement, so its covariance is (n²/|B|) Cov(d). One fresh
+    minibatch of ``batch_size`` rows estimates Cov(d) per particle, and
+    G = n (|B|(|B| − 1))^(-1/2) (d − d̄) gives Gᵀ G = (n²/|B|) · the sample covariance.
+    """
+    batch = past.history.sample(past.batch_size, generator)
+    size = past.batch_size
+    scaled = scale * (len(past.history) / (size * max(size - 1, 1)) ** 0.5)
+    anchor = None if past.anchor is None else past.anchor.point
+    rows = model.row_grad_log_likelihood_times(theta, batch.x, batch.y, scaled, anchor)
+    return rows - rows.mean(1, keepdim=True)

@@ -1,0 +1,115 @@
+"""Estimator settings: one typed, frozen record per method, each setting with a default, a lower
+and an upper bound and a one-line description. The records validate what the engine is given
+(``estimators.build``) and, through ``service.schemas``, what the API accepts, so the OpenAPI
+page lists every method's settings with their defaults and bounds.
+
+The upper bounds keep one update of one chunk from holding a worker for long: each caps a setting
+that multiplies the cost of an update at 4–16× its default (README, "Estimator
+settings"). Several settings at their caps at once multiply; the per-update ``Deadline`` is what
+bounds that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Self
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from estimators.errors import EstimatorConfigError
+from estimators.moves.hmc import HMCParams
+
+
+class Settings(BaseModel):
+    """The base of every method's settings: strict types, no unknown keys, immutable."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+    device: str = Field(
+        "cpu",
+        description="torch device of the state and the arithmetic (float64): 'cpu' or 'cuda[:k]'",
+        pattern=r"^(cpu|cuda(:\d{1,2})?)$",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_settings_only(cls, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            unknown = sorted(set(data) - set(cls.model_fields))
+            if unknown:
+                raise ValueError(
+                    f"unknown setting(s) {', '.join(map(str, unknown))}; known: "
+                    f"{', '.join(sorted(cls.model_fields))}"
+                )
+        return data
+
+    @field_validator("device")
+    @classmethod
+    def _device_available(cls, device: str) -> str:
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} is not available on this machine (no CUDA)")
+        return device
+
+    @classmethod
+    def parse(cls, values: Mapping[str, Any]) -> Self:
+        """The record for ``values``, or ``EstimatorConfigError`` naming what is wrong."""
+        try:
+            return cls.model_validate(dict(values))
+        except ValidationError as exc:
+            raise EstimatorConfigError(readable(exc)) from None
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.device)
+
+
+def readable(exc: ValidationError) -> str:
+    """One line per problem, ``setting: what is wrong``."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error["loc"])
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"{where}: {message}" if where else message)
+    return "; ".join(problems)
+
+
+# --- groups of settings that several methods share -----------------------------------------
+
+
+class ParticleSettings(Settings):
+    particles: int = Field(64, ge=2, le=1024, description="number of particles M")
+
+
+class HMCSettings(Settings):
+    hmc_step: float = Field(
+        0.16,
+        gt=0.0,
+        le=2.0,
+        description="leapfrog step of the exact HMC moves, in units of the particle spread (±50%)",
+    )
+    leapfrog_steps: int = Field(
+        10, ge=1, le=100, description="leapfrog steps of each exact HMC move"
+    )
+    hmc_moves: int = Field(
+        8,
+        ge=1,
+        le=64,
+        description="exact HMC transitions (fresh momentum each) per annealing step",
+    )
+
+    @property
+    def hmc(self) -> HMCParams:
+        return HMCParams(self.hmc_step, self.leapfrog_steps, self.hmc_moves)
+
+
+class LadderSettings(Settings):
+    ess_target: float = Field(
+        0.8,
+        gt=0.0,
+        le=0.99,
+        description="conditional-ESS fraction each annealing step keeps (bisection on Δ)",
+    )
+    resample_threshold: float = Field(
+        0.5, ge=0.0, le=1.0, description="resample when ESS / M falls below this"
+    )

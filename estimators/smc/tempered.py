@@ -1,0 +1,180 @@
+"""One tempered-SMC step from replaceable parts, and the loop that anneals a piece of data in.
+
+The target at temperature λ is π_λ(θ) ∝ π₀(θ) · p(piece | θ)^λ, π₀ what the particles already
+represent. One step (Del Moral, Doucet & Jasra 2006, eq. 14; BlackJAX ``smc/tempered.py``):
+
+1. the temperature rule picks Δ; the weights become W_i ∝ W_i · p(piece | θ_i)^Δ and
+   log Σ_i W_i p(piece | θ_i)^Δ is the step's log-evidence increment;
+2. ``relabel`` (if any) maps every particle into one labelling of a label-symmetric posterior;
+3. the mass factor L (L Lᵀ = the weighted particle covariance) is taken before resampling, while
+   the weights still carry the target;
+4. the selection rule resamples (or drops the weights);
+5. the move kernel moves the particles at the new λ with that mass factor.
+
+``anneal`` repeats the step until λ = 1, so log p(piece | past) is a sum of per-step increments
+of normalised weights. The parts are plain functions: SG-AIS, sequential SGHMC, minibatch MH
+and AIS are compositions of them (``estimators.online``, ``estimators.references.ais``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
+
+import torch
+from torch import Tensor
+
+from estimators.deadline import Checkpoint, Deadline, check_deadline
+from estimators.errors import EstimatorError, Progress
+from estimators.smc.covariance import particle_scale
+from estimators.smc.relabeling import Relabel
+from estimators.smc.resampling import Selection
+from estimators.smc.temperature import TemperatureRule
+from estimators.smc.weights import ess, log_mean_increment, log_normalize
+
+
+class TemperedState(NamedTuple):
+    particles: Tensor  # (M, D)
+    log_weights: Tensor  # (M,) normalised
+    log_likelihood: Tensor  # (M,) log p(piece | θ_i), untempered: what the next Δ multiplies
+    temperature: float  # λ reached
+
+
+class Moved(NamedTuple):
+    particles: Tensor  # (M, D)
+    acceptance: tuple[float, ...]  # mean acceptance of each Metropolis-tested transition
+
+
+class Move(Protocol):
+    def __call__(
+        self,
+        particles: Tensor,
+        temperature: float,
+        scale: Tensor,
+        generator: torch.Generator,
+        checkpoint: Checkpoint,
+    ) -> Moved:
+        """Move the particles on π_λ with mass factor ``scale`` (M⁻¹ = L Lᵀ); ``checkpoint``
+        between transitions."""
+        ...
+
+
+class TemperedSMC(NamedTuple):
+    """The parts of one tempered-SMC step."""
+
+    log_likelihood: Callable[[Tensor], Tensor]  # θ (M, D) -> log p(piece | θ) (M,)
+    temperature_rule: TemperatureRule
+    selection: Selection
+    move: Move
+    relabel: Relabel | None = None  # one labelling of a label-symmetric posterior
+
+
+class StepInfo(NamedTuple):
+    log_evidence_increment: float
+    log_evidence_increment_variance: float  # delta-method variance (``log_mean_increment``)
+    ess: float  # after reweighting, before the selection
+    resampled: bool
+    acceptance: tuple[float, ...]
+    # the genealogy (``smc.genealogy``): the normalised log-weights after reweighting, before
+    # the selection, and the selection's ancestor indices (None: not resampled)
+    reweighted_log_weights: Tensor | None = None
+    ancestors: Tensor | None = None
+
+
+def start(smc: TemperedSMC, particles: Tensor, log_weights: Tensor) -> TemperedState:
+    """λ = 0: the particles as they are."""
+    return TemperedState(
+        particles, log_weights, checked_log_likelihood(smc.log_likelihood(particles)), 0.0
+    )
+
+
+def step(
+    smc: TemperedSMC, state: TemperedState, generator: torch.Generator, checkpoint: Checkpoint
+) -> tuple[TemperedState, StepInfo]:
+    remaining = 1.0 - state.temperature
+    delta = smc.temperature_rule(state.log_weights, state.log_likelihood, remaining)
+    if delta < 1e-12 * remaining:
+        spread = float(state.log_likelihood.max() - state.log_likelihood.min())
+        raise EstimatorError(
+            f"annealing stalled at λ = {state.temperature:.3g}: the log-likelihood spans "
+            f"{spread:.3g} nats across particles"
+        )
+    increments = delta * state.log_likelihood
+    increment, variance = log_mean_increment(state.log_weights, increments)
+    log_weights = log_normalize(state.log_weights + increments)
+    temperature = 1.0 if delta >= remaining else state.temperature + delta
+    theta = state.particles
+    if smc.relabel is not None:
+        theta = smc.relabel(theta, log_weights)  # the likelihood is unchanged by relabelling
+    scale = particle_scale(theta, log_weights)
+    current_ess = ess(log_weights)
+    selected = smc.selection(theta, log_weights, current_ess, generator)
+    moved = smc.move(selected.particles, temperature, scale, generator, checkpoint)
+    particles, log_likelihood = settled(smc, selected.particles, moved.particles)
+    after = TemperedState(particles, selected.log_weights, log_likelihood, temperature)
+    return after, StepInfo(
+        increment,
+        variance,
+        current_ess,
+        selected.resampled,
+        moved.acceptance,
+        log_weights,
+        selected.ancestors,
+    )
+
+
+def anneal(
+    smc: TemperedSMC,
+    state: TemperedState,
+    generator: torch.Generator,
+    max_steps: int,
+    deadline: Deadline | None = None,
+    absorbed_rows: int = 0,
+    refresh: Callable[[TemperedState], TemperedSMC] | None = None,
+) -> tuple[TemperedState, tuple[StepInfo, ...]]:
+    """Steps until λ = 1; ``EstimatorError`` after ``max_steps`` (a safeguard), and
+    ``BudgetExceeded`` (reporting ``absorbed_rows`` and λ) once ``deadline`` has passed.
+    ``refresh`` gives the parts of each next step from the state reached (a move kernel
+    re-set where the particles now are); without it ``smc`` makes every step."""
+    steps: list[StepInfo] = []
+    while state.temperature < 1.0:
+        if refresh is not None and steps:
+            smc = refresh(state)
+        progress = Progress(absorbed_rows, state.temperature, len(steps))
+        check_deadline(deadline, progress)
+        if len(steps) >= max_steps:
+            raise EstimatorError(
+                f"annealing reached only λ = {state.temperature:.3g} in {len(steps)} steps; "
+                "the data is far outside what the particles can explain"
+            )
+
+        def checkpoint(progress: Progress = progress) -> None:
+            check_deadline(deadline, progress)
+
+        state, info = step(smc, state, generator, checkpoint)
+        steps.append(info)
+    return state, tuple(steps)
+
+
+def settled(smc: TemperedSMC, before: Tensor, after: Tensor) -> tuple[Tensor, Tensor]:
+    """The particles after a move and their log-likelihoods (checked), where a particle the move
+    left outside the model's domain (log-likelihood NaN, e.g. a diverged SGHMC trajectory) is
+    put back where it was, like a rejected proposal. The exact kernels never get there."""
+    log_likelihood = smc.log_likelihood(after)
+    diverged = torch.isnan(log_likelihood)
+    if bool(diverged.any()):
+        after = torch.where(diverged[:, None], before, after)
+        log_likelihood = torch.where(diverged, smc.log_likelihood(before), log_likelihood)
+    return after, checked_log_likelihood(log_likelihood)
+
+
+def checked_log_likelihood(log_likelihood: Tensor) -> Tensor:
+    """Per-particle log-likelihoods (M,), or ``EstimatorError`` when some are NaN or none is
+    finite (nothing to anneal towards)."""
+    if torch.isnan(log_likelihood).any():
+        raise EstimatorError("the model's log-likelihood is NaN for some particle")
+    if not torch.isfinite(log_likelihood).any():
+        raise EstimatorError(
+            "the data has zero likelihood (log-likelihood −∞ or +∞) under every particle"
+        )
+    return log_likelihood

@@ -1,0 +1,77 @@
+"""The service's size limits: fixed ceilings per model (``check_size``) and the configurable
+limits per comparison (``Limits``, from ``service.core.config.Settings``; README "Limits"),
+checked before any state is allocated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from service.schemas import ComparisonSpec
+
+# Service limits, checked before any state is allocated: a request must not be able to make the
+# API or a worker allocate gigabytes (exact states hold D×D matrices; particle states M×D).
+MAX_PARAMETERS = 2_000
+MAX_STATE_VALUES = 10_000_000  # particles × parameters: 80 MB of float64
+
+
+def check_size(name: str, parameters: int, particles: int) -> None:
+    if parameters > MAX_PARAMETERS:
+        raise ValueError(f"model {name!r} has {parameters} parameters; the service allows "
+                         f"{MAX_PARAMETERS}")
+    if parameters * particles > MAX_STATE_VALUES:
+        raise ValueError(f"model {name!r}: {particles} particles × {parameters} parameters "
+                         f"exceed the service limit of {MAX_STATE_VALUES} values")
+
+
+def state_bytes(parameters: int, particles: int) -> int:
+    """A model's stored state in float64: particles × parameters, or for a closed-form
+    (exact, ``particles`` 0) state its mean and D×D covariance."""
+    values = particles * parameters if particles else parameters * (parameters + 1)
+    return 8 * values
+
+
+class LimitExceeded(ValueError):
+    """A request over one of the service's configurable limits (``Limits``): the 422 names it."""
+
+    def __init__(self, limit: str, value: int, allowed: int, what: str) -> None:
+        super().__init__(f"{what}: {value:,} exceeds the limit {limit} = {allowed:,} "
+                         f"(MODELCOMPARE_{limit.upper()})")
+        self.details = {"limit": limit, "value": value, "allowed": allowed}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one comparison may ask for; the values (and their defaults) are settings
+    (``service.core.config.Settings``, README "Limits")."""
+
+    max_models: int
+    max_comparison_parameters: int
+    max_state_bytes: int
+    max_x_dim: int
+
+    def check_shape(self, models: int, x_dim: int | None, columns: list[int]) -> None:
+        """The counts a request states, before any model is built."""
+        if models > self.max_models:
+            raise LimitExceeded("max_models", models, self.max_models, "models")
+        if x_dim is not None and x_dim > self.max_x_dim:
+            raise LimitExceeded("max_x_dim", x_dim, self.max_x_dim, "x_dim")
+        if columns and max(columns) >= self.max_x_dim:
+            raise LimitExceeded("max_x_dim", max(columns) + 1, self.max_x_dim,
+                                f"column {max(columns)} needs x_dim")
+
+    def check(self, spec: ComparisonSpec) -> None:
+        """Every model of ``spec`` valid, and their parameters and state bytes within bounds."""
+        self.check_shape(len(spec.models), spec.x_dim, [])
+        parameters, stored = 0, 0
+        for model in spec.models:
+            stored += spec.check_model(model)
+            parameters += model.build().param_dim
+        if parameters > self.max_comparison_parameters:
+            raise LimitExceeded("max_comparison_parameters", parameters,
+                                self.max_comparison_parameters, "parameters over all models")
+        if stored > self.max_state_bytes:
+            raise LimitExceeded("max_state_bytes", stored, self.max_state_bytes,
+                                "bytes of model state (particles × parameters × 8, or D×D "
+                                "for exact)")

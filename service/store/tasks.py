@@ -1,0 +1,104 @@
+"""The Redis side of sharing one chunk's model updates among workers (service/parallel.py)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from service.store import scripts
+from service.store.keys import Keys, work_channel
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One model's staged result: its new state and evidence summary, or why it failed."""
+
+    state: bytes
+    summary: dict[str, Any]
+    error: str | None = None
+
+
+class TaskBoard:
+    def __init__(self, client: redis.Redis, prefix: str, consumer: str) -> None:
+        self.client = client
+        self.prefix = prefix
+        self.consumer = consumer
+        self._open = client.register_script(scripts.OPEN_TASKS)
+        self._claim = client.register_script(scripts.CLAIM_TASK)
+        self._renew = client.register_script(scripts.RENEW_TASK)
+        self._stage = client.register_script(scripts.STAGE_TASK)
+
+    def open(self, cid: str, sequence: int, block: bytes, models: list[str]) -> bool:
+        """Open the chunk's model tasks; False when the comparison is gone."""
+        keys = Keys(self.prefix, cid)
+        return bool(self._open(keys=[keys.tasks, keys.tasks_done, keys.meta],
+                               args=[sequence, block, "\n".join(models),
+                                     work_channel(self.prefix), cid]))
+
+    def opened(self, cid: str) -> tuple[int, bytes] | None:
+        """The sequence and block of the chunk whose model updates are open, if any."""
+        sequence, block = self.client.hmget(Keys(self.prefix, cid).tasks, "sequence", "block")
+        return None if sequence is None else (int(sequence), block)
+
+    def claim(self, cid: str, sequence: int, ttl: float,
+              kept: Collection[str] = ()) -> str | None:
+        """A model of the chunk to compute, claimed for ``ttl`` seconds; None when every one
+        is staged, claimed by a live worker or among ``kept`` (computed by the caller)."""
+        name = self._claim(keys=[Keys(self.prefix, cid).tasks],
+                           args=[sequence, self.consumer, _ms(ttl), *kept])
+        return None if name is None else name.decode()
+
+    def renew(self, cid: str, sequence: int, name: str, ttl: float) -> bool:
+        return bool(self._renew(keys=[Keys(self.prefix, cid).tasks],
+                                args=[sequence, name, self.consumer, _ms(ttl)]))
+
+    def stage(self, cid: str, sequence: int, name: str, result: Staged) -> None:
+        keys = Keys(self.prefix, cid)
+        self._stage(keys=[keys.tasks, keys.tasks_done, keys.meta],
+                    args=[sequence, name, result.state,
+                          json.dumps(result.summary, allow_nan=False), result.error or ""])
+
+    def wait(self, cid: str, timeout: float) -> None:
+        """Until a staged result lands (or ``timeout`` seconds pass)."""
+        self.client.blpop([Keys(self.prefix, cid).tasks_done], timeout=timeout)
+
+    def results(self, cid: str, sequence: int, names: list[str]) -> dict[str, Staged] | None:
+        """The results staged so far among ``names``; None when the tasks are for another chunk
+        (or none)."""
+        fields = ["sequence"] + [f"{kind}:{n}" for n in names for kind in ("state", "summary",
+                                                                           "error")]
+        values = self.client.hmget(Keys(self.prefix, cid).tasks, fields)
+        if values[0] is None or int(values[0]) != sequence:
+            return None
+        staged = {}
+        for index, name in enumerate(names):
+            state, summary, error = values[1 + 3 * index : 4 + 3 * index]
+            if error is not None:
+                staged[name] = Staged(b"", {}, error.decode())
+            elif summary is not None:
+                staged[name] = Staged(state, json.loads(summary))
+        return staged
+
+    def committed_state(self, cid: str, name: str) -> tuple[bytes, int, bytes] | None:
+        """The comparison's spec, applied sequence and ``name``'s state, read together."""
+        keys = Keys(self.prefix, cid)
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(keys.meta, "spec", "sequence")
+        pipe.hget(keys.states, name)
+        (spec, sequence), state = pipe.execute()
+        if spec is None or state is None:
+            return None
+        return spec, int(sequence), state
+
+    def close(self, cid: str) -> None:
+        """Drop the tasks (after a failure: a retry computes every model again)."""
+        keys = Keys(self.prefix, cid)
+        self.client.delete(keys.tasks, keys.tasks_done)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))

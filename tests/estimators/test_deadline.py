@@ -1,0 +1,107 @@
+"""The cooperative deadline: checked between annealing steps and between moves, it stops an
+update with ``BudgetExceeded`` naming how far it got, and leaves the state as it was."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from estimators import METHODS, BudgetExceeded, Deadline, OnlineEvidence
+from models import LinearRegression
+
+SMALL = {  # cheap settings per method; every method but exact anneals or iterates
+    "sgais": {"particles": 16, "hmc_moves": 3, "leapfrog_steps": 3},
+    "sequential": {"particles": 16, "hmc_moves": 3, "leapfrog_steps": 3},
+    "minibatch_mh": {"particles": 16, "hmc_moves": 3, "leapfrog_steps": 3},
+    "hybrid": {"particles": 16, "live_points": 16, "nested_parallel": 4},
+    "ais": {"particles": 16, "hmc_moves": 2, "leapfrog_steps": 3},
+    "nested": {"live_points": 16, "parallel": 4},
+    "exact": {},
+}
+
+
+class CountingClock:
+    """A clock that reads 1, 2, 3, … : a deadline at k passes on the k-th check."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self) -> float:
+        self.calls += 1
+        return float(self.calls)
+
+
+def data(rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, 2, generator=g, dtype=torch.float64)
+    return x, x @ torch.tensor([2.0, -1.5], dtype=torch.float64) + 0.1 * torch.randn(
+        rows, generator=g, dtype=torch.float64
+    )
+
+
+def snapshot(tracker: OnlineEvidence) -> tuple[bytes, int]:
+    return tracker.state_bytes(), tracker.n_observations
+
+
+def test_settings_cover_every_method() -> None:
+    assert set(SMALL) == set(METHODS)
+
+
+@pytest.mark.parametrize("method", sorted(set(METHODS) - {"exact"}))
+def test_a_passed_deadline_stops_the_update_and_changes_nothing(method: str) -> None:
+    tracker = OnlineEvidence(LinearRegression(2), method=method, seed=1, **SMALL[method])
+    x, y = data(60)
+    tracker.update(x[:30], y[:30])
+    before = snapshot(tracker)
+    with pytest.raises(BudgetExceeded) as raised:
+        tracker.update(x[30:], y[30:], deadline=Deadline(0.0, clock=lambda: 1.0))
+    assert raised.value.progress.rows == 0 and raised.value.progress.steps == 0
+    assert snapshot(tracker) == before
+    tracker.update(x[30:], y[30:])  # without a deadline the same chunk goes through
+    assert tracker.n_observations == 60
+
+
+def test_exact_updates_take_a_deadline_and_have_nothing_to_interrupt() -> None:
+    tracker = OnlineEvidence(LinearRegression(2), method="exact")
+    x, y = data(30)
+    tracker.update(x, y, deadline=Deadline(0.0, clock=lambda: 1.0))
+    assert tracker.n_observations == 30
+
+
+def test_the_deadline_is_checked_between_the_moves_of_a_step() -> None:
+    """Exact phase, 3 HMC transitions per step: per step one check before it and one between
+    each pair of transitions. A deadline at the 5th check passes inside step 2's move."""
+    clock = CountingClock()
+    tracker = OnlineEvidence(LinearRegression(2), seed=2, **SMALL["sgais"])
+    x, y = data(20)
+    with pytest.raises(BudgetExceeded) as raised:
+        tracker.update(x, y, deadline=Deadline(5.0, clock=clock))
+    progress = raised.value.progress
+    assert clock.calls == 5
+    assert progress.rows == 0 and progress.steps == 1 and 0.0 < progress.temperature < 1.0
+    assert f"λ = {progress.temperature:.3g}" in str(raised.value)
+    assert tracker.n_observations == 0
+
+
+def test_progress_counts_the_pieces_of_the_chunk_already_absorbed() -> None:
+    """A 100-row first chunk is absorbed in 20-row pieces (the schedule): a deadline that
+    passes right after the first piece reports 20 rows absorbed and λ = 0 on the next."""
+    x, y = data(100)
+    counter = CountingClock()
+    first = OnlineEvidence(LinearRegression(2), seed=3, **SMALL["sgais"])
+    first.update(x[:20], y[:20], deadline=Deadline(math.inf, clock=counter))
+    clock = CountingClock()
+    tracker = OnlineEvidence(LinearRegression(2), seed=3, **SMALL["sgais"])
+    with pytest.raises(BudgetExceeded) as raised:
+        tracker.update(x, y, deadline=Deadline(counter.calls + 1.0, clock=clock))
+    assert raised.value.progress == (20, 0.0, 0)
+    assert tracker.n_observations == 0
+
+
+def test_deadline_after_uses_the_clock() -> None:
+    clock = CountingClock()
+    deadline = Deadline.after(2.0, clock=clock)  # clock reads 1: due at 3
+    assert deadline.at == 3.0
+    assert not deadline.passed() and deadline.passed()  # reads 2, then 3

@@ -1,0 +1,136 @@
+"""A comparison's models in parallel: workers share out each chunk's model updates, and the
+result is bit-identical to one worker applying every model in turn; a helper that dies holding
+a model's task is replaced once its claim lapses."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+from service_helpers import comparison_body
+from service_server import Server, StartServer, create_and_ingest, drain, make_worker, states
+
+from service.engine import Runner
+from service.store.keys import Keys
+from service.store.tasks import Staged, TaskBoard
+from service.store.trace import decode_point
+
+SGAIS = {"particles": 16, "steps": 4, "hmc_moves": 1, "leapfrog_steps": 5}
+ROWS, CHUNK = 160, 20
+
+
+def serial_reference(server: Server, seed: int) -> str:
+    """The comparison applied by one worker that computes every model itself."""
+    store = server.redis()
+    with server.client() as client:
+        cid = create_and_ingest(client, comparison_body("sgais", seed=seed, **SGAIS), ROWS, CHUNK)
+    drain(make_worker(server, "serial", parallel_models=False), store,
+          Keys(server.settings.key_prefix, cid), ROWS // CHUNK)
+    return cid
+
+
+def applied(store: redis.Redis, keys: Keys) -> tuple[Any, ...]:
+    evidence = json.loads(store.get(keys.evidence))
+    trace = [decode_point(p) for p in store.lrange(keys.trace, 0, -1)]
+    return (states(store, keys), store.lrange(keys.blocks, 0, -1),
+            evidence["models"],
+            [(p["sequence"], p["models"]) for p in trace])
+
+
+def test_shared_model_updates_are_bit_identical_to_serial(
+    start_server: StartServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = start_server("local", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    reference = serial_reference(server, seed=21)
+    real_update, real_stage = Runner.update, TaskBoard.stage
+    staged: list[str] = []
+
+    def slow_update(self: Runner, *args: Any) -> Any:
+        time.sleep(0.03)  # long enough that the other worker picks up a model meanwhile
+        return real_update(self, *args)
+
+    def counted_stage(self: TaskBoard, cid: str, sequence: int, name: str,
+                      result: Staged) -> None:
+        staged.append(name)
+        real_stage(self, cid, sequence, name, result)
+
+    monkeypatch.setattr(Runner, "update", slow_update)
+    monkeypatch.setattr(TaskBoard, "stage", counted_stage)
+    with server.client() as client:
+        cid = create_and_ingest(client, comparison_body("sgais", seed=21, **SGAIS), ROWS, CHUNK)
+    stop = threading.Event()
+    workers = [make_worker(server, f"parallel-{i}") for i in range(2)]
+    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + 120
+        while int(store.hget(Keys(prefix, cid).meta, "sequence")) < ROWS // CHUNK:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    assert staged, "no model update was computed by the helping worker"
+    assert applied(store, Keys(prefix, cid)) == applied(store, Keys(prefix, reference))
+    assert not store.exists(Keys(prefix, cid).tasks)  # the commit cleared the staged results
+
+
+def test_a_dead_helpers_model_is_computed_again(start_server: StartServer) -> None:
+    server = start_server("embedded", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    reference = serial_reference(server, seed=4)
+    with server.client() as client:
+        cid = create_and_ingest(client, comparison_body("sgais", seed=4, **SGAIS), ROWS, CHUNK)
+    keys = Keys(prefix, cid)
+    dead = TaskBoard(store, prefix, "dead-helper")
+    block = store.xrange(keys.stream, count=1)[0][1][b"block"]
+    # the coordinator's task list: the costliest models first (4, 4 and 3 parameters)
+    dead.open(cid, 1, block, ["right", "wrong_noise", "too_few"])
+    assert dead.claim(cid, 1, ttl=1.5) == "right"  # ... and the helper dies here
+    started = time.monotonic()
+    drain(make_worker(server, "coordinator"), store, keys, 1)
+    assert time.monotonic() - started >= 1.4  # it waited for the claim to lapse
+    drain(make_worker(server, "coordinator"), store, keys, ROWS // CHUNK)
+    assert applied(store, keys) == applied(store, Keys(prefix, reference))
+
+
+def test_one_heartbeat_keeps_every_task_a_helper_computes(
+    start_server: StartServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper's claims outlive their TTL while it computes, its first task's and the next's
+    (one heartbeat renews whichever it holds): no other worker takes a model it is on."""
+    server = start_server("embedded", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    with server.client() as client:
+        cid = create_and_ingest(client, comparison_body("sgais", seed=5, **SGAIS), ROWS, CHUNK)
+    keys = Keys(prefix, cid)
+    coordinator = TaskBoard(store, prefix, "coordinator")
+    block = store.xrange(keys.stream, count=1)[0][1][b"block"]
+    coordinator.open(cid, 1, block, ["right", "wrong_noise", "too_few"])
+    real_update = Runner.update
+
+    def slow_update(self: Runner, *args: Any) -> Any:
+        time.sleep(1.0)  # twice the claim TTL (the lease TTL, 0.5 s)
+        return real_update(self, *args)
+
+    monkeypatch.setattr(Runner, "update", slow_update)
+    helper = make_worker(server, "helper")
+    helped: list[int] = []
+    thread = threading.Thread(target=lambda: helped.append(helper.tasks.help(cid,
+                                                                             threading.Event())))
+    thread.start()
+    time.sleep(0.75)  # the helper computes "right", its claim renewed past its TTL
+    assert TaskBoard(store, prefix, "rival").claim(cid, 1, ttl=30) == "wrong_noise"
+    time.sleep(1.0)  # now "too_few", claimed when "right" was staged
+    assert TaskBoard(store, prefix, "late-rival").claim(cid, 1, ttl=30) is None
+    thread.join()
+    assert helped == [2]
+    staged = coordinator.results(cid, 1, ["right", "wrong_noise", "too_few"])
+    assert staged is not None and sorted(staged) == ["right", "too_few"]

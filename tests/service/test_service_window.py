@@ -1,0 +1,83 @@
+"""Windowed evidence: log p(last W rows | earlier rows) from checkpoints of the running log Z,
+against the closed-form value, and the windowed log Bayes factors between models."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+
+from estimators import OnlineEvidence, exact_log_evidence
+from models import LinearRegression
+from service.window import MAX_CHECKPOINTS, advance, bayes_factors
+
+
+def summary_of(tracker: OnlineEvidence) -> dict[str, Any]:
+    return {
+        "n_observations": tracker.n_observations,
+        "log_evidence": tracker.log_evidence,
+        "log_evidence_stderr": tracker.log_evidence_stderr,
+    }
+
+
+def stream(chunk: int, rows: int, window: int, method: str = "exact") -> tuple[dict, Any, Any]:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, 2, generator=g, dtype=torch.float64)
+    y = x @ torch.tensor([1.0, -0.5], dtype=torch.float64) + torch.randn(
+        rows, generator=g, dtype=torch.float64
+    )
+    kwargs = {} if method == "exact" else {"seed": 0}
+    tracker = OnlineEvidence(LinearRegression(2), method=method, **kwargs)
+    summary: dict[str, Any] = {}
+    for start in range(0, rows, chunk):
+        tracker.update(x[start : start + chunk], y[start : start + chunk])
+        summary.update(summary_of(tracker))
+        advance(summary, window)
+    return summary, x, y
+
+
+@pytest.mark.parametrize("chunk", [100, 7])
+def test_the_window_is_the_exact_conditional_evidence_of_the_last_rows(chunk: int) -> None:
+    rows, window = 2000, 500
+    summary, x, y = stream(chunk, rows, window)
+    spanned = summary["window"]["rows"]
+    assert spanned >= window and len(summary["window_checkpoints"]) <= MAX_CHECKPOINTS
+    model = LinearRegression(2)
+    first = rows - spanned
+    expected = exact_log_evidence(model, x, y) - exact_log_evidence(model, x[:first], y[:first])
+    assert summary["window"]["log_evidence"] == pytest.approx(expected, rel=1e-9)
+    assert summary["window"]["log_evidence_stderr"] == 0.0
+    if chunk == 100:
+        assert spanned == window  # chunks end on the window's start: no thinning needed
+
+
+def test_before_w_rows_the_window_is_the_whole_stream() -> None:
+    summary, _, _ = stream(100, 300, 500)
+    assert summary["window"]["rows"] == 300
+    assert summary["window"]["log_evidence"] == pytest.approx(summary["log_evidence"])
+
+
+def test_sgais_window_variance_is_the_variance_added_inside_it() -> None:
+    summary, _, _ = stream(150, 600, 300, method="sgais")
+    points = summary["window_checkpoints"]
+    assert summary["window"]["log_evidence_stderr"] == pytest.approx(
+        math.sqrt(points[-1][2] - points[0][2])
+    )
+    assert 0.0 < summary["window"]["log_evidence_stderr"] < summary["log_evidence_stderr"]
+
+
+def test_bayes_factors_against_the_best_window() -> None:
+    def model(name: str, log_z: float, stderr: float) -> dict[str, Any]:
+        window = {"rows": 500, "log_evidence": log_z, "log_evidence_stderr": stderr}
+        return {"name": name, "window": window}
+
+    models = [model("a", -700.0, 0.3), model("b", -690.0, 0.4), model("c", -650.0, 0.1)]
+    bayes_factors(models, {"a", "b"})  # c is catching up: not comparable
+    a, b, c = (m["window"] for m in models)
+    assert a["best"] == b["best"] == "b"
+    assert a["log_bayes_factor"] == pytest.approx(-10.0)
+    assert a["log_bayes_factor_stderr"] == pytest.approx(0.5)
+    assert b["log_bayes_factor"] == 0.0
+    assert c["log_bayes_factor"] is None and c["best"] is None
