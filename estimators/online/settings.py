@@ -54,7 +54,7 @@ class SGHMCSettings(Settings):
         20, ge=1, le=200, description="SGHMC steps per move (one move per annealing step)"
     )
     lr: float = Field(
-        0.05,
+        0.025,
         gt=0.0,
         le=10.0,
         description="SGHMC learning rate: η = lr / n (identity) or lr in the particle metric",

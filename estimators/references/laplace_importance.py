@@ -57,7 +57,11 @@ class LaplaceISSettings(Settings):
         1000, ge=1, le=1_000_000, description="subsample of the pilot AIS run that starts Newton"
     )
     starts: int = Field(
-        4, ge=1, le=100, description="Newton runs from distinct pilot particles (best kept)"
+        4,
+        ge=1,
+        le=100,
+        description="posterior modes found by Newton from distinct pilot particles (best kept); "
+        "a particle from which Newton fails gives way to the next",
     )
     max_newton_steps: int = Field(100, ge=1, le=10_000, description="Newton steps per start")
     tolerance: float = Field(
@@ -190,12 +194,14 @@ def run_laplace_is(
     pilot = run_ais(model, pilot_rows, AISSettings(device=config.device), generator)
     order = torch.randperm(pilot.particles.shape[0], generator=generator, device=generator.device)
     starts = pilot.particles[order]
-    modes = []
-    for start in starts[: config.starts]:
+    modes: list[Mode] = []
+    for start in starts:  # a start where Newton fails gives way to the next pilot particle
         try:
             modes.append(find_mode(model, rows, start, config))
         except EstimatorError:
             continue
+        if len(modes) == config.starts:
+            break
     if not modes:
         raise EstimatorError("Newton found no posterior mode from any pilot particle")
     mode = max(modes, key=lambda found: found.log_density)
