@@ -21,7 +21,7 @@ from estimators.data.history import ExtendedHistory, History, Rows
 from estimators.data.schedule import split_points
 from estimators.deadline import Deadline, check_deadline
 from estimators.errors import Progress
-from estimators.estimator import Estimator, Update, weighted_particles
+from estimators.estimator import Estimator, Update, lognormal_log_evidence, weighted_particles
 from estimators.online.piece_parts import Parts, PieceParts
 from estimators.online.settings import PastDataSettings
 from estimators.online.surprise import Surprise, drifted, rejuvenate, surprising
@@ -92,7 +92,8 @@ def chunk_update(loop: ChunkLoop, report: Report[InfoT]) -> Update[ParticleState
 def online_estimator(
     method: str, settings: ParticleSettings, loop: ChunkLoop, report: Report[InfoT]
 ) -> Estimator[ParticleState, InfoT]:
-    """The ``Estimator`` of an online particle method."""
+    """The ``Estimator`` of an online particle method: it reports log Ẑ + σ̂²/2
+    (``lognormal_log_evidence``)."""
     return weighted_particles(
         method,
         loop.model,
@@ -101,6 +102,7 @@ def online_estimator(
         settings.particles,
         functools.partial(init, loop.model, settings),
         chunk_update(loop, report),
+        log_evidence=lognormal_log_evidence,
     )
 
 

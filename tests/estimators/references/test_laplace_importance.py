@@ -10,6 +10,7 @@ import pytest
 import torch
 from scipy import special, stats
 
+import estimators.references.laplace_importance as laplace
 from estimators.data.history import Rows
 from estimators.errors import EstimatorConfigError, EstimatorError
 from estimators.references.laplace_importance import (
@@ -120,3 +121,25 @@ def test_too_many_relabelings_is_an_error() -> None:
 def test_config_rejects_bad_values(field: str, value: float) -> None:
     with pytest.raises(EstimatorConfigError, match=field):
         LaplaceISSettings.parse({field: value})
+
+
+def test_a_start_where_newton_fails_gives_way_to_the_next_pilot_particle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Newton fails from the first 5 pilot particles: the run still finds its `starts` modes
+    from later ones, and its answer is the closed form's."""
+    model, rows = LinearRegression(3), regression_rows(200, 1)
+    calls: list[int] = []
+
+    def flaky(*args: object) -> laplace.Mode:
+        calls.append(1)
+        if len(calls) <= 5:
+            raise EstimatorError("Newton did not find the posterior mode in 100 steps")
+        return find_mode(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(laplace, "find_mode", flaky)
+    config = LaplaceISSettings(starts=2)
+    result = run_laplace_is(model, rows, config, torch.Generator().manual_seed(0))
+    assert len(calls) == 7  # five failures, then the two modes asked for
+    exact = float(model.batch_log_evidence(rows.x, rows.y))
+    assert abs(result.evidence.log_evidence - exact) < 4 * result.evidence.log_evidence_stderr
