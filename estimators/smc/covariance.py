@@ -29,6 +29,7 @@ from estimators.errors import EstimatorError
 # The kernel's support is ±√5 bandwidths and the bandwidth n^(-1/3) must stay below 1/√5 for the
 # null eigenvalues' transform (D ≥ n) to exist: n ≥ 12 samples.
 MIN_SHRINKAGE_SAMPLES = 12
+RANK_TOLERANCE = 1e-6  # correlation eigenvalues below this × the largest count as null
 SQRT5 = math.sqrt(5.0)
 
 
@@ -54,9 +55,10 @@ def particle_scale(theta: Tensor, log_weights: Tensor) -> Tensor:
 
 def shrunk_covariance(cov: Tensor, samples: int) -> Tensor:
     """``cov`` (from ``samples`` degrees of freedom) with the eigenvalues of its correlation
-    matrix shrunk (module docstring), or only jittered below ``MIN_SHRINKAGE_SAMPLES`` or where
-    the estimate is not finite and positive. The relative jitter of 1e-9 (on the correlations,
-    so that no coordinate's scale sets another's) keeps a cloud of coinciding particles movable.
+    matrix shrunk (module docstring), or only jittered where fewer than ``MIN_SHRINKAGE_SAMPLES``
+    samples or directions are left or the estimate fails (``trace_kept``). The relative jitter
+    of 1e-9 (on the correlations, so that no coordinate's scale sets another's) keeps a cloud of
+    coinciding particles movable.
     """
     variances = cov.diagonal()
     spread = float(variances.mean()) or 1.0  # a coordinate where every particle agrees
@@ -65,14 +67,28 @@ def shrunk_covariance(cov: Tensor, samples: int) -> Tensor:
     correlation = correlation + 1e-9 * torch.eye(
         cov.shape[0], dtype=cov.dtype, device=cov.device
     )
-    if samples >= MIN_SHRINKAGE_SAMPLES:
-        eigenvalues, vectors = torch.linalg.eigh(correlation)
-        eigenvalues = eigenvalues.clamp(min=1e-12 * float(eigenvalues[-1]))
-        shrunk = shrunk_eigenvalues(eigenvalues, samples)
-        if torch.isfinite(shrunk).all() and bool((shrunk > 0).all()):
+    eigenvalues, vectors = torch.linalg.eigh(correlation)
+    # Coinciding particles (copies no move has separated) leave null directions; the kernel
+    # estimates cancel catastrophically on eigenvalues far below the others, so the spectrum is
+    # read as that of its numerical rank's worth of samples, the rest as null (the D ≥ n case).
+    rank = int((eigenvalues > RANK_TOLERANCE * float(eigenvalues[-1])).sum())
+    effective = samples if rank == eigenvalues.shape[0] else min(samples, rank)
+    if effective >= MIN_SHRINKAGE_SAMPLES:
+        shrunk = shrunk_eigenvalues(eigenvalues.clamp(min=0.0), effective)
+        if trace_kept(shrunk, eigenvalues):
             correlation = (vectors * shrunk) @ vectors.T
             correlation = 0.5 * (correlation + correlation.T)
     return correlation * scale[:, None] * scale[None, :]
+
+
+def trace_kept(shrunk: Tensor, eigenvalues: Tensor) -> bool:
+    """Whether ``shrunk`` is a usable spectrum: finite, positive, and with the total variance of
+    the sample's to within 2× (the shrinkage moves variance between directions, it does not make
+    or lose it; a spectrum that did is a failed estimate, and the sample covariance is kept)."""
+    if not (torch.isfinite(shrunk).all() and bool((shrunk > 0).all())):
+        return False
+    ratio = float(shrunk.sum() / eigenvalues.sum())
+    return 0.5 <= ratio <= 2.0
 
 
 def shrunk_eigenvalues(eigenvalues: Tensor, samples: int) -> Tensor:
@@ -92,6 +108,8 @@ def shrunk_eigenvalues(eigenvalues: Tensor, samples: int) -> Tensor:
     nonzero = eigenvalues[p - n :]
     density, hilbert = kernel_transform(nonzero, bandwidth)
     largest = nonzero / (math.pi**2 * nonzero**2 * (density**2 + hilbert**2))
+    if p == n:
+        return largest
     h = bandwidth
     hilbert_at_zero = (
         (3 / (10 * h**2) + 3 / (4 * SQRT5 * h) * (1 - 1 / (5 * h**2))

@@ -91,3 +91,32 @@ def test_too_few_samples_keep_the_sample_covariance() -> None:
     torch.testing.assert_close(
         shrunk_covariance(cov, MIN_SHRINKAGE_SAMPLES - 1), cov, rtol=1e-8, atol=0.0
     )  # only the relative jitter of 1e-9
+
+
+def test_copies_of_a_few_particles_get_a_usable_mass_matrix() -> None:
+    """64 particles that are copies of 20 (no move separated them) span 19 of 25 directions: the
+    shrinkage reads 19 samples' worth of spectrum, and keeps the total variance."""
+    truth = torch.linspace(0.5, 2.0, 25, dtype=torch.float64)
+    distinct = cloud(20, truth, seed=5)
+    theta = distinct[torch.arange(64) % 20]
+    cov = mass_matrix(theta)
+    sample = torch.cov(theta.T, correction=0)
+    assert bool((torch.linalg.eigvalsh(cov) > 0).all())
+    assert float(cov.trace() / sample.trace()) == pytest.approx(1.0, abs=0.5)
+    assert frobenius_error(cov, truth) < frobenius_error(sample, truth)
+
+
+def frobenius_error(cov: torch.Tensor, truth: torch.Tensor) -> float:
+    return float(torch.linalg.matrix_norm(cov - torch.diag(truth)))
+
+
+def test_as_many_parameters_as_samples() -> None:
+    """D = M − 1 = 63: no null direction (the D ≥ n formula without its null part). The edge of
+    the spectrum sits at 0 here, so the smallest directions stay narrow, but 300× less so."""
+    truth = torch.linspace(0.5, 2.0, 63, dtype=torch.float64)
+    theta = cloud(64, truth)
+    sample = torch.cov(theta.T, correction=0)
+    shrunk = mass_matrix(theta)
+    assert float(whitened_spectrum(sample, truth).min()) < 1e-3
+    assert float(whitened_spectrum(shrunk, truth).min()) > 0.02
+    assert frobenius_error(shrunk, truth) < 0.5 * frobenius_error(sample, truth)
