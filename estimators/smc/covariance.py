@@ -67,6 +67,8 @@ def shrunk_covariance(cov: Tensor, samples: int) -> Tensor:
     correlation = correlation + 1e-9 * torch.eye(
         cov.shape[0], dtype=cov.dtype, device=cov.device
     )
+    if samples < MIN_SHRINKAGE_SAMPLES:
+        return correlation * scale[:, None] * scale[None, :]
     eigenvalues, vectors = torch.linalg.eigh(correlation)
     # Coinciding particles (copies no move has separated) leave null directions; the kernel
     # estimates cancel catastrophically on eigenvalues far below the others, so the spectrum is
