@@ -274,8 +274,10 @@ def main() -> None:
                 data = data_set(family, stream, args.rows, index)
                 # exchangeable models: the reordered rows share the i.i.d. rows' reference
                 shared = stream if family == "linear" else "iid"
+                known = len(cache)
                 ref = reference(family, data, f"{family}/{shared}/{args.rows}/{index}", cache)
-                write_json("calibration_references", cache, cache_path)
+                if len(cache) > known:  # written only when new: concurrent runs share the file
+                    write_json("calibration_references", cache, cache_path)
                 result = run(family, data, index, {})
                 if args.baseline:
                     main_run = run(family, data, index, MAIN)

@@ -8,6 +8,7 @@ from models.linear_regression import LinearRegression
 from models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
 from models.logistic_regression import LogisticRegression
 from models.poisson_regression import PoissonRegression
+from models.weighting import WeightedRows
 
 FAMILIES: dict[str, type[Model]] = {
     cls.family: cls
@@ -47,6 +48,7 @@ __all__ = [
     "ModelConfigError",
     "PoissonRegression",
     "Prediction",
+    "WeightedRows",
     "WeightedSum",
     "build_model",
 ]

@@ -188,24 +188,23 @@ class Model(ABC):
         return PartsSum(self, tuple(parts))
 
     def stepwise_sums(
-        self, fixed: Sequence[WeightedRows], stream: WeightedRows, steps: int
+        self, fixed: Sequence[WeightedRows], streams: Sequence[WeightedRows], steps: int
     ) -> list[WeightedSum]:
-        """For each of ``steps`` equal consecutive slices of ``stream``'s rows, the weighted sum
-        over ``fixed`` and then that slice (the targets of a minibatch trajectory, prepared
-        together). One ``weighted_sum`` per slice by default."""
-        x, y, weight = stream
-        size = (x if y is None else y).shape[0] // steps
-        return [
-            self.weighted_sum(
-                [
-                    *fixed,
-                    (
-                        None if x is None else x[i * size : (i + 1) * size],
-                        None if y is None else y[i * size : (i + 1) * size],
-                        weight,
-                    ),
-                ]
+        """For each of ``steps`` steps, the weighted sum over ``fixed`` and the step's slice of
+        each of ``streams`` (cut into ``steps`` equal consecutive slices): the targets of a
+        minibatch trajectory, prepared together. One ``weighted_sum`` per step by default."""
+
+        def cut(stream: WeightedRows, i: int) -> WeightedRows:
+            x, y, weight = stream
+            size = (x if y is None else y).shape[0] // steps
+            return (
+                None if x is None else x[i * size : (i + 1) * size],
+                None if y is None else y[i * size : (i + 1) * size],
+                weight,
             )
+
+        return [
+            self.weighted_sum([*fixed, *(cut(stream, i) for stream in streams)])
             for i in range(steps)
         ]
 

@@ -116,10 +116,10 @@ class LinearRegression(Model, ConjugateModel):
         return self._rows(regression_inputs(self.input_dim, x, y), y, weights)
 
     def stepwise_sums(
-        self, fixed: Sequence[WeightedRows], stream: WeightedRows, steps: int
+        self, fixed: Sequence[WeightedRows], streams: Sequence[WeightedRows], steps: int
     ) -> list[GaussianRows]:
         """Every slice's rows joined after ``fixed`` in one (steps, R, ·) block."""
-        x, y, weights = stepwise_rows(fixed, stream, steps)
+        x, y, weights = stepwise_rows(fixed, streams, steps)
         assert y is not None
         x = x if self.input_dim else y.new_zeros(*y.shape, 0)
         assert x is not None

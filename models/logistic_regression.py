@@ -118,11 +118,11 @@ class LogisticRegression(Model):
         )
 
     def stepwise_sums(
-        self, fixed: Sequence[WeightedRows], stream: WeightedRows, steps: int
+        self, fixed: Sequence[WeightedRows], streams: Sequence[WeightedRows], steps: int
     ) -> list[SoftmaxRows]:
         """Every slice's rows joined after ``fixed`` in one (steps, R, ·) block: one design and
         one label term for the whole trajectory."""
-        x, y, weights = stepwise_rows(fixed, stream, steps)
+        x, y, weights = stepwise_rows(fixed, streams, steps)
         assert y is not None
         phi = design(x if self.input_dim else y.new_zeros(*y.shape, 0))
         labels = y.long()

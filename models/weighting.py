@@ -51,22 +51,32 @@ def joined_rows(parts: Sequence[WeightedRows]) -> tuple[Tensor | None, Tensor | 
 
 
 def stepwise_rows(
-    fixed: Sequence[WeightedRows], stream: WeightedRows, steps: int
+    fixed: Sequence[WeightedRows], streams: Sequence[WeightedRows], steps: int
 ) -> tuple[Tensor | None, Tensor | None, Tensor]:
-    """``joined_rows`` of ``fixed`` and each of ``steps`` equal consecutive slices of
-    ``stream``, stacked: x (steps, R, P) or None, y (steps, R) or None, weights (steps, R)."""
-    x, y, weight = stream
-    reference = x if y is None else y
-    assert reference is not None
-    size = reference.shape[0] // steps
-    x = None if x is None else x.reshape(steps, size, x.shape[1])
-    y = None if y is None else y.reshape(steps, size)
-    weights = torch.full((steps, size), weight, dtype=reference.dtype, device=reference.device)
-    if not fixed:
-        return x, y, weights
-    fixed_x, fixed_y, fixed_weights = joined_rows(fixed)
-    if x is not None and fixed_x is not None:
-        x = torch.cat([fixed_x.expand(steps, -1, -1), x], 1)
-    if y is not None and fixed_y is not None:
-        y = torch.cat([fixed_y.expand(steps, -1), y], 1)
-    return x, y, torch.cat([fixed_weights.expand(steps, -1), weights], 1)
+    """``joined_rows`` of ``fixed`` and, after them, the i-th of ``steps`` equal consecutive
+    slices of each of ``streams``, stacked over i: x (steps, R, P) or None, y (steps, R) or None,
+    weights (steps, R)."""
+    xs, ys, weights = [], [], []
+    for x, y, weight in streams:
+        reference = x if y is None else y
+        assert reference is not None
+        size = reference.shape[0] // steps
+        if x is not None:
+            xs.append(x.reshape(steps, size, x.shape[1]))
+        if y is not None:
+            ys.append(y.reshape(steps, size))
+        weights.append(
+            torch.full((steps, size), weight, dtype=reference.dtype, device=reference.device)
+        )
+    if fixed:
+        fixed_x, fixed_y, fixed_weights = joined_rows(fixed)
+        if fixed_x is not None:
+            xs.insert(0, fixed_x.expand(steps, -1, -1))
+        if fixed_y is not None:
+            ys.insert(0, fixed_y.expand(steps, -1))
+        weights.insert(0, fixed_weights.expand(steps, -1))
+    return (
+        torch.cat(xs, 1) if xs else None,
+        torch.cat(ys, 1) if ys else None,
+        torch.cat(weights, 1),
+    )

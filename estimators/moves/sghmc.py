@@ -28,6 +28,7 @@ class SGHMCParams(NamedTuple):
     steps: int  # steps per move (one trajectory, fresh momentum)
     preconditioner: Literal["identity", "particles"]
     noise_friction: bool  # raise the friction by the estimated gradient noise (B̂ below)
+    piece_batch_size: int  # rows of the piece per gradient (``online.target.sampled_strata``)
 
 
 def sghmc_step(params: SGHMCParams, particle_factor: Tensor, rows: float) -> tuple[float, Tensor]:

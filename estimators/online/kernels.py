@@ -25,7 +25,7 @@ from estimators.online.target import (
     grad_log_target,
     gradient_noise,
     minibatch_gradients,
-    minibatch_rows,
+    sampled_strata,
 )
 from estimators.smc.tempered import Move, Moved
 
@@ -55,7 +55,8 @@ def _rows(piece: Piece, temperature: float) -> float:
 
 
 def sghmc(piece: Piece, params: SGHMCParams) -> Move:
-    """One SGHMC trajectory on minibatch gradients of the past (``moves.sghmc``)."""
+    """One SGHMC trajectory on minibatch gradients of the past and, when it has more than
+    ``piece_batch_size`` rows, of the piece (``moves.sghmc``, ``target.sampled_strata``)."""
 
     def move(
         theta: Tensor,
@@ -64,10 +65,11 @@ def sghmc(piece: Piece, params: SGHMCParams) -> Move:
         generator: torch.Generator,
         checkpoint: Checkpoint,
     ) -> Moved:
-        batches = minibatch_rows(piece.past, params.steps, generator)
+        past = piece.past
+        fixed, strata = sampled_strata(piece.rows, temperature, past, params.piece_batch_size)
         grads = iter(
             minibatch_gradients(
-                piece.model, piece.rows, temperature, piece.past, batches, params.steps
+                piece.model, fixed, strata, temperature, past.anchor, params.steps, generator
             )
         )
 
@@ -77,7 +79,9 @@ def sghmc(piece: Piece, params: SGHMCParams) -> Move:
         step, mass = sghmc_step(params, scale, _rows(piece, temperature))
         noise = None
         if params.noise_friction:
-            noise = gradient_noise(piece.model, theta, piece.past, generator, mass)
+            noise = gradient_noise(
+                piece.model, theta, strata, past.anchor, generator, mass, past.batch_size
+            )
         return Moved(
             sghmc_move(theta, grad, step, mass, params.friction, params.steps, generator, noise),
             (),

@@ -72,10 +72,23 @@ class SGHMCSettings(Settings):
         True, description="raise SGHMC's friction by its estimated minibatch-gradient noise"
     )
 
+    piece_batch_size: int = Field(
+        100,
+        ge=1,
+        le=4096,
+        description="rows of the piece being annealed in that each SGHMC gradient reads, drawn "
+        "with replacement (the piece in full when it has no more)",
+    )
+
     @property
     def sghmc(self) -> SGHMCParams:
         return SGHMCParams(
-            self.lr, self.friction, self.steps, self.preconditioner, self.noise_friction
+            self.lr,
+            self.friction,
+            self.steps,
+            self.preconditioner,
+            self.noise_friction,
+            self.piece_batch_size,
         )
 
 

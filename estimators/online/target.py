@@ -6,6 +6,8 @@ control-variate estimate (Baker et al. 2019, eq. 6)
     Σ_i ∇ℓ_i(θ_a) + (n/|B|) Σ_{b∈B} [∇ℓ_b(θ) − ∇ℓ_b(θ_a)],
 or the plain minibatch estimate (n/|B|) Σ_b ∇ℓ_b(θ) without control variates. The anchor θ_a is a
 point near the posterior; Σ_i ∇ℓ_i(θ_a) over *all* past rows is kept current chunk by chunk.
+SGHMC reads a piece of more than ``piece_batch_size`` rows the same way, as a second stratum
+(``sampled_strata``): λ Σ_r ∇ℓ_r(θ_a) + (λc/|C|) Σ_{r∈C} [∇ℓ_r(θ) − ∇ℓ_r(θ_a)].
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows, cat_rows
-from models import Model, WeightedSum
+from estimators.data.history import History, Rows, RowsHistory, cat_rows
+from models import Model, WeightedRows, WeightedSum
 
 
 class Anchor(NamedTuple):
@@ -125,25 +127,64 @@ def grad_log_target(
     return minibatch_grad_log_target(model, theta, chunk, temperature, past, batch)
 
 
-def minibatch_rows(past: PastData, count: int, generator: torch.Generator) -> Rows:
-    """``count`` minibatches of the past drawn in one go, back to back: rows uniform with
+class Stratum(NamedTuple):
+    """Rows a minibatch gradient reads in minibatches of ``batch_size`` rows drawn uniformly with
+    replacement from ``source``, each row's log-likelihood weighing ``weight`` in the target."""
+
+    source: History
+    weight: float
+    batch_size: int
+
+    @property
+    def draw_weight(self) -> float:
+        """A drawn row's weight in the unbiased estimate of the stratum's sum: weight · N/|B|."""
+        return self.weight * len(self.source) / self.batch_size
+
+
+def sampled_strata(
+    chunk: Rows, temperature: float, past: PastData, piece_batch_size: int
+) -> tuple[list[WeightedRows], list[Stratum]]:
+    """How a minibatch gradient reads log π_λ's rows: what it sums in full, and its strata. The
+    past is read in minibatches; the piece (weight λ) in full while it has no more than
+    ``piece_batch_size`` rows, else in minibatches of that size with the same control variate
+    (its rows' gradient at θ_a is the anchor's ``piece_grad``)."""
+    minibatch_past(past)
+    strata = [Stratum(past.history, 1.0, past.batch_size)]
+    if temperature <= 0.0:
+        return [], strata
+    if chunk.count <= piece_batch_size:
+        return [(chunk.x, chunk.y, temperature)], strata
+    return [], [Stratum(RowsHistory(chunk), temperature, piece_batch_size), *strata]
+
+
+def minibatch_rows(
+    source: History, batch_size: int, count: int, generator: torch.Generator
+) -> Rows:
+    """``count`` minibatches of ``source`` drawn in one go, back to back: rows uniform with
     replacement, in random order before they are cut (a history may return its draws grouped by
     where they are stored, ``ExtendedHistory``), so the same law as ``count`` separate draws."""
-    rows = past.history.sample(count * past.batch_size, generator)
-    order = torch.randperm(count * past.batch_size, generator=generator, device=generator.device)
+    rows = source.sample(count * batch_size, generator)
+    order = torch.randperm(count * batch_size, generator=generator, device=generator.device)
     return rows.take(order.to(rows.device))
 
 
 def minibatch_gradients(
-    model: Model, chunk: Rows, temperature: float, past: PastData, batches: Rows, count: int
+    model: Model,
+    fixed: list[WeightedRows],
+    strata: list[Stratum],
+    temperature: float,
+    anchor: Anchor | None,
+    count: int,
+    generator: torch.Generator,
 ) -> list[Callable[[Tensor], Tensor]]:
-    """``grad_log_target`` of ``count`` steps, step i on the i-th of ``count`` equal minibatches
-    back to back in ``batches`` (``minibatch_rows``), their rows prepared together."""
-    minibatch_past(past)
-    fixed = [(chunk.x, chunk.y, temperature)] if temperature > 0.0 else []
-    scale = len(past.history) / (batches.count // count)
-    sums = model.stepwise_sums(fixed, (batches.x, batches.y, scale), count)
-    return [functools.partial(anchored_gradient, model, temperature, past.anchor, s) for s in sums]
+    """``grad_log_target`` of ``count`` steps (``sampled_strata``'s ``fixed`` rows and
+    ``strata``), step i on the i-th minibatch of every stratum, their rows prepared together."""
+    streams = []
+    for stratum in strata:
+        rows = minibatch_rows(stratum.source, stratum.batch_size, count, generator)
+        streams.append((rows.x, rows.y, stratum.draw_weight))
+    sums = model.stepwise_sums(fixed, streams, count)
+    return [functools.partial(anchored_gradient, model, temperature, anchor, s) for s in sums]
 
 
 def minibatch_grad_log_target(
@@ -187,19 +228,38 @@ def with_anchor(theta: Tensor, anchor: Anchor) -> Tensor:
 
 
 def gradient_noise(
-    model: Model, theta: Tensor, past: PastData, generator: torch.Generator, scale: Tensor
+    model: Model,
+    theta: Tensor,
+    strata: list[Stratum],
+    anchor: Anchor | None,
+    generator: torch.Generator,
+    scale: Tensor,
+    rows: int,
 ) -> Tensor:
-    """A factor G L (M, B, D) of Lᵀ(the covariance of ``grad_log_target``'s estimate)L at each
-    particle, L = ``scale`` (the SGHMC mass factor: the noise in whitened units).
+    """A factor G L (M, B, D) of Lᵀ(the covariance of a minibatch gradient over ``strata``)L at
+    each particle, L = ``scale`` (the SGHMC mass factor: the noise in whitened units), from
+    about ``rows`` fresh rows.
 
-    The estimate's noise is (n/|B|) Σ_b d_b with d_b = ∇ℓ_b(θ) − ∇ℓ_b(θ_a) (or ∇ℓ_b(θ) without
-    an anchor), rows drawn with replacement, so its covariance is (n²/|B|) Cov(d). One fresh
-    minibatch of ``batch_size`` rows estimates Cov(d) per particle, and
-    G = n (|B|(|B| − 1))^(-1/2) (d − d̄) gives Gᵀ G = (n²/|B|) · the sample covariance.
+    A stratum of N rows of weight w read |B| at a time contributes (wN/|B|) Σ_b d_b, with
+    d_b = ∇ℓ_b(θ) − ∇ℓ_b(θ_a) (or ∇ℓ_b(θ) without an anchor) and rows drawn with replacement,
+    so its covariance is ((wN)²/|B|) Cov(d). k fresh rows of the stratum estimate Cov(d) per
+    particle, and G = wN (|B|(k − 1))^(-1/2) (d − d̄) gives Gᵀ G = ((wN)²/|B|) · the sample
+    covariance. Strata are independent: their factors are stacked (B = Σ k).
     """
-    batch = past.history.sample(past.batch_size, generator)
-    size = past.batch_size
-    scaled = scale * (len(past.history) / (size * max(size - 1, 1)) ** 0.5)
-    anchor = None if past.anchor is None else past.anchor.point
-    rows = model.row_grad_log_likelihood_times(theta, batch.x, batch.y, scaled, anchor)
-    return rows - rows.mean(1, keepdim=True)
+    point = None if anchor is None else anchor.point
+    factors = []
+    for stratum, size in zip(strata, noise_rows(strata, rows), strict=True):
+        batch = stratum.source.sample(size, generator)
+        total = stratum.weight * len(stratum.source)
+        scaled = scale * (total / (stratum.batch_size * (size - 1)) ** 0.5)
+        d = model.row_grad_log_likelihood_times(theta, batch.x, batch.y, scaled, point)
+        factors.append(d - d.mean(1, keepdim=True))
+    return torch.cat(factors, 1)
+
+
+def noise_rows(strata: list[Stratum], rows: int) -> list[int]:
+    """``rows`` split between the strata in proportion to the scale of their noise, wN/√|B|
+    for equal Cov(d), at least 2 each: the estimate costs about what one stratum's would, and
+    its rows go where the noise is (the past's, once n is well above the piece's λ·rows)."""
+    shares = [s.weight * len(s.source) / s.batch_size**0.5 for s in strata]
+    return [max(2, round(rows * share / sum(shares))) for share in shares]

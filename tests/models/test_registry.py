@@ -141,7 +141,8 @@ def test_weighted_parts_are_the_sum_of_weighted_blocks(
 @pytest.mark.parametrize("family", sorted(CONFIGS))
 def test_prepared_sums_are_the_weighted_parts(family: str, generator: torch.Generator) -> None:
     """``weighted_sum`` and ``stepwise_sums`` (rows prepared once for many θ) give what
-    ``*_of_parts`` gives on the same rows: a fixed block, then each slice of a stream."""
+    ``*_of_parts`` gives on the same rows: a fixed block, then each step's slice of every
+    stream."""
     model = build_model(family, **CONFIGS[family])
     theta = model.sample_prior(5, generator)
     x, y = example_data(model, 10, generator)
@@ -150,8 +151,9 @@ def test_prepared_sums_are_the_weighted_parts(family: str, generator: torch.Gene
         return (None if x is None else x[a:b], None if y is None else y[a:b])
 
     fixed = [(*rows(0, 4), 0.3)]
-    for i, prepared in enumerate(model.stepwise_sums(fixed, (*rows(4, 10), 2.5), 3)):
-        parts = [*fixed, (*rows(4 + 2 * i, 6 + 2 * i), 2.5)]
+    streams = [(*rows(4, 10), 2.5), (*rows(1, 4), 1.7)]
+    for i, prepared in enumerate(model.stepwise_sums(fixed, streams, 3)):
+        parts = [*fixed, (*rows(4 + 2 * i, 6 + 2 * i), 2.5), (*rows(1 + i, 2 + i), 1.7)]
         value, grad = model.log_likelihood_and_grad_of_parts(theta, parts)
         for got_value, got_grad in (
             prepared.value_and_grad(theta),
@@ -160,7 +162,7 @@ def test_prepared_sums_are_the_weighted_parts(family: str, generator: torch.Gene
             torch.testing.assert_close(got_value, value, rtol=1e-12, atol=1e-12)
             torch.testing.assert_close(got_grad, grad, rtol=1e-12, atol=1e-12)
         torch.testing.assert_close(prepared.grad(theta), grad, rtol=1e-12, atol=1e-12)
-    assert len(model.stepwise_sums([], (*rows(4, 10), 2.5), 2)) == 2
+    assert len(model.stepwise_sums([], [(*rows(4, 10), 2.5)], 2)) == 2
 
 
 @pytest.mark.parametrize("family", sorted(CONJUGATE))
