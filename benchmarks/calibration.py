@@ -18,6 +18,8 @@ smallest (so the reference is the i.i.d. one: the models are exchangeable).
     python benchmarks/calibration.py                         # 30 data sets per cell, N = 1e4
     python benchmarks/calibration.py --families linear       # one family
     python benchmarks/calibration.py --quick                 # N = 2000, 4 data sets
+    python benchmarks/calibration.py --families linear --streams ordered \
+        --settings '{"particles": 256}' --first 15 --datasets 15  # other settings, sets 15-29
 
 Writes results/calibration.json and calibration.png.
 """
@@ -254,6 +256,10 @@ def main() -> None:
     parser.add_argument(
         "--baseline", action="store_true", help="also run each data set with main's settings"
     )
+    parser.add_argument(
+        "--settings", type=json.loads, default={}, help="SG-AIS settings as JSON object"
+    )
+    parser.add_argument("--first", type=int, default=0, help="index of the first data set")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.datasets = 2_000, 4
@@ -270,7 +276,7 @@ def main() -> None:
     ]
     for family in args.families:
         for stream in args.streams:
-            for index in range(args.datasets):
+            for index in range(args.first, args.first + args.datasets):
                 data = data_set(family, stream, args.rows, index)
                 # exchangeable models: the reordered rows share the i.i.d. rows' reference
                 shared = stream if family == "linear" else "iid"
@@ -278,7 +284,7 @@ def main() -> None:
                 ref = reference(family, data, f"{family}/{shared}/{args.rows}/{index}", cache)
                 if len(cache) > known:  # written only when new: concurrent runs share the file
                     write_json("calibration_references", cache, cache_path)
-                result = run(family, data, index, {})
+                result = run(family, data, index, args.settings)
                 if args.baseline:
                     main_run = run(family, data, index, MAIN)
                     result["main_error"] = main_run["log_z"] - ref["log_z"]
