@@ -28,7 +28,9 @@ from estimators.online.surprise import Surprise, drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
 from estimators.settings import ParticleSettings
 from estimators.smc.genealogy import eve_variance
+from estimators.smc.resampling import Selection
 from estimators.smc.tempered import StepInfo, anneal, start
+from estimators.smc.weights import ess
 from models import Model
 
 
@@ -66,6 +68,9 @@ class ChunkLoop(NamedTuple):
     surprise: Surprise | None = None  # more rejuvenation after a surprising piece (``surprise``)
     # the parts of a piece's steps past ``surprise.steps`` (``piece_parts``); None: ``parts``
     careful_parts: Parts | None = None
+    # the careful parts' first selection, to more particles, and the one back at the piece's end
+    widen: Selection | None = None
+    narrow: Selection | None = None
 
 
 InfoT = TypeVar("InfoT")
@@ -187,7 +192,8 @@ def absorb_piece(
         and len(history) > loop.full_batch_rows
     ):
         careful = (loop.surprise.steps, loop.careful_parts)
-    piece = PieceParts(loop.model, rows, past, loop.parts, loop.past.anchor_drift, careful)
+    widen = loop.widen if careful is not None else None
+    piece = PieceParts(loop.model, rows, past, loop.parts, loop.past.anchor_drift, careful, widen)
     tempered, steps = anneal(
         piece.first,
         start(piece.first, state.particles, state.log_weights),
@@ -198,7 +204,11 @@ def absorb_piece(
         piece.refresh,
     )
     anchor, reanchored = piece.anchor, reanchored or piece.moved
-    theta = tempered.particles
+    theta, log_weights = tempered.particles, tempered.log_weights
+    if theta.shape[0] != state.particles.shape[0]:
+        assert loop.narrow is not None
+        narrowed = loop.narrow(theta, log_weights, ess(log_weights), generator)
+        theta, log_weights = narrowed.particles, narrowed.log_weights
     surprised = (
         loop.surprise is not None
         and loop.surprise.moves > 0
@@ -210,7 +220,7 @@ def absorb_piece(
             loop.parts,
             loop.surprise.moves,
             theta,
-            tempered.log_weights,
+            log_weights,
             rows,
             history,
             loop.full_batch_rows,
@@ -234,7 +244,7 @@ def absorb_piece(
         anchor = Anchor(anchor.point, anchor.grad_sum + anchor.piece_grad)
     new_state = ParticleState(
         particles=theta,
-        log_weights=tempered.log_weights,
+        log_weights=log_weights,
         log_evidence=state.log_evidence + log_evidence,
         log_evidence_variance=state.log_evidence_variance + variance,
         n_observations=state.n_observations + rows.count,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from estimators.data.history import Rows
 from estimators.online.surprise import drifted
 from estimators.online.target import Anchor, PastData, Piece, anchor_at_mean, with_piece
+from estimators.smc.resampling import Selection
 from estimators.smc.tempered import TemperedSMC, TemperedState
 from models import Model
 
@@ -43,11 +44,14 @@ class PieceParts:
         parts: Parts,
         anchor_drift: float,
         careful: tuple[int, Parts] | None = None,  # (after this many steps, these parts)
+        widen: Selection | None = None,  # the careful parts' first selection (more particles)
     ) -> None:
         self.model, self.rows, self.past = model, rows, past
         self.make, self.anchor_drift, self.careful = parts, anchor_drift, careful
         self.anchor: Anchor | None = past.anchor
         self.moved = False
+        self.widen = widen
+        self.widening = False
         self.steps = 0
         self.first = parts(Piece(model, rows, past))
         self.current = self.first
@@ -55,16 +59,23 @@ class PieceParts:
     def refresh(self, state: TemperedState) -> TemperedSMC:
         self.steps += 1
         rebuild = False
+        if self.widening:
+            self.widening, rebuild = False, True
         if self.careful is not None and self.steps == self.careful[0]:
             self.make, rebuild = self.careful[1], True
+            self.widening = self.widen is not None
         if self.anchor is not None and drifted(
             state.particles, state.log_weights, self.anchor.point, self.anchor_drift
         ):
-            at_mean = anchor_at_mean(self.model, state.particles, state.log_weights,
-                                     self.past.history)
+            at_mean = anchor_at_mean(
+                self.model, state.particles, state.log_weights, self.past.history
+            )
             self.anchor = with_piece(self.model, at_mean, self.rows)
             self.past = self.past._replace(anchor=self.anchor)
             self.moved = rebuild = True
         if rebuild:
             self.current = self.make(Piece(self.model, self.rows, self.past))
+            if self.widening:
+                assert self.widen is not None
+                self.current = self.current._replace(selection=self.widen)
         return self.current

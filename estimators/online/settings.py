@@ -143,6 +143,13 @@ class SGAISSettings(AnnealingSettings, SequentialSettings):
     surprise_move_steps: int = Field(
         60, ge=1, le=200, description="SGHMC steps per move in a piece's steps past surprise_steps"
     )
+    surprise_particles: int = Field(
+        4,
+        ge=1,
+        le=16,
+        description="a piece's steps past surprise_steps run with this many times the particles "
+        "(resampled up at the first of them, back down at the piece's end)",
+    )
 
     @property
     def careful(self) -> SGAISSettings:

@@ -21,7 +21,7 @@ from estimators.online.particles import ChunkLoop, ParticleState, PieceReport
 from estimators.online.settings import AnnealingSettings, SGAISSettings
 from estimators.online.target import Piece
 from estimators.smc.relabeling import Relabel, relabeler
-from estimators.smc.resampling import RESAMPLERS, resample_below
+from estimators.smc.resampling import RESAMPLERS, Selection, resample_below, resample_to
 from estimators.smc.temperature import adaptive
 from estimators.smc.tempered import Move, TemperedSMC
 from estimators.smc.weights import ess as kish_ess
@@ -82,6 +82,7 @@ def parts(settings: SGAISSettings, relabel: Relabel | None, piece: Piece) -> Tem
 
 
 def loop(model: Model, settings: SGAISSettings) -> ChunkLoop:
+    widen, narrow = population_change(settings)
     return ChunkLoop(
         model=model,
         past=settings,
@@ -91,7 +92,19 @@ def loop(model: Model, settings: SGAISSettings) -> ChunkLoop:
         standard_error=settings.standard_error,
         surprise=settings.surprise,
         careful_parts=functools.partial(parts, settings.careful, relabeler(model)),
+        widen=widen,
+        narrow=narrow,
     )
+
+
+def population_change(settings: SGAISSettings) -> tuple[Selection | None, Selection | None]:
+    """Resampling up to ``surprise_particles`` × M particles for a long piece's careful steps,
+    and back to M at its end (None, None when they keep M)."""
+    if settings.surprise_particles == 1:
+        return None, None
+    resampler = RESAMPLERS[settings.resampling]
+    up = resample_to(settings.particles * settings.surprise_particles, resampler)
+    return up, resample_to(settings.particles, resampler)
 
 
 def bind(model: Model, settings: SGAISSettings) -> Estimator[ParticleState, SGAISInfo]:

@@ -102,6 +102,22 @@ def resample_below(threshold: float, resampler: Resampler) -> Selection:
     return select
 
 
+def resample_to(count: int, resampler: Resampler) -> Selection:
+    """Resample to ``count`` particles with equal weights whatever the ESS: the population
+    changes size (Ẑ stays unbiased: resampling is an unbiased selection at any count)."""
+
+    def select(
+        particles: Tensor, log_weights: Tensor, ess: float, generator: torch.Generator
+    ) -> Selected:
+        ancestors = resampler(torch.exp(log_weights), generator, count)
+        weights = torch.full(
+            (count,), -math.log(count), dtype=log_weights.dtype, device=log_weights.device
+        )
+        return Selected(particles[ancestors], weights, True, ancestors)
+
+    return select
+
+
 def drop_weights(
     particles: Tensor, log_weights: Tensor, ess: float, generator: torch.Generator
 ) -> Selected:

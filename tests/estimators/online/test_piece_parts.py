@@ -77,6 +77,56 @@ def test_the_steps_past_the_surprise_threshold_use_the_careful_parts() -> None:
     assert parts.current is not parts.first
 
 
+def test_the_first_careful_step_resamples_to_more_particles() -> None:
+    """``widen`` is the selection of the first careful step only; the steps after it use the
+    careful parts' own."""
+    model, history, piece = setting()
+    made: list[tuple[str, Piece]] = []
+
+    def widen(*_: object) -> None:
+        return None
+
+    parts = PieceParts(model, piece, past_data(history, 100, 50, None), recorder(made, "plain"),
+                       anchor_drift=1.0, careful=(2, recorder(made, "careful")), widen=widen)
+    selections = [parts.refresh(cloud([0.0, 0.0, 0.0])).selection for _ in range(4)]
+    assert selections[0] is not widen and selections[1] is widen
+    assert selections[2] is not widen and selections[3] is not widen
+    assert [name for name, _ in made] == ["plain", "careful", "careful"]
+
+
+def test_a_long_piece_runs_with_more_particles_and_ends_with_m() -> None:
+    """A piece that turns careful is resampled up to ``surprise_particles`` × M for its careful
+    steps and back to M at its end: the state keeps M particles and equal weights."""
+    model = LinearRegression(5)
+    settings = SGAISSettings(full_batch_rows=0, surprise_steps=2, surprise_particles=3)
+    loop = sgais.loop(model, settings)
+    x, y = drifting(1500, 1000, 0)
+    history = InMemoryHistory(5)
+    history.append(Rows(x[:1000], y[:1000]))
+    g = torch.Generator().manual_seed(0)
+    state = init(model, settings, g)
+    state, _ = absorb(loop, state, Rows(x[:1000], y[:1000]), InMemoryHistory(5), g, None)
+    sizes: list[int] = []
+    move = loop.careful_parts
+
+    def recording(piece: Piece) -> TemperedSMC:
+        assert move is not None
+        parts = move(piece)
+        inner = parts.move
+
+        def counted(particles: torch.Tensor, *args: object) -> object:
+            sizes.append(particles.shape[0])
+            return inner(particles, *args)  # type: ignore[arg-type]
+
+        return parts._replace(move=counted)
+
+    loop = loop._replace(careful_parts=recording)
+    state, reports = absorb(loop, state, Rows(x[1000:], y[1000:]), history, g, None)
+    assert len(reports[0].steps) > 2 and sizes and set(sizes) == {3 * 64}
+    assert state.particles.shape == (64, 6) and state.log_weights.shape == (64,)
+    torch.testing.assert_close(state.log_weights.exp().sum(), torch.tensor(1.0, dtype=F64))
+
+
 def drifting(rows: int, change: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
     """y = wᵀx + b + N(0, 1) with (w, b) redrawn from the prior at row ``change``."""
     g = torch.Generator().manual_seed(seed)

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from estimators.smc.resampling import RESAMPLERS
+from estimators.smc.resampling import RESAMPLERS, resample_to
 
 M = 16
 # torch.repeat_interleave (inside residual) costs ~8 ms per call with 2 intra-op threads on a
@@ -93,3 +93,18 @@ def test_a_sample_count_other_than_m_is_unbiased(scheme: str, count: int) -> Non
     expected = count * weights
     stderr = torch.sqrt(expected * (1.0 - weights) / draws)  # the multinomial bound, as above
     assert float(((counts / draws - expected).abs() / stderr.clamp_min(1e-3)).max()) < 4.5
+
+
+def test_resample_to_changes_the_population() -> None:
+    """``resample_to`` draws ``count`` particles with equal weights whatever the ESS."""
+    particles = torch.arange(4, dtype=torch.float64)[:, None]
+    log_weights = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=torch.float64))
+    selected = resample_to(10, RESAMPLERS["systematic"])(
+        particles, log_weights, 3.9, torch.Generator().manual_seed(0)
+    )
+    assert selected.resampled and selected.particles.shape == (10, 1)
+    assert selected.ancestors is not None
+    assert selected.ancestors.bincount(minlength=4).tolist() == [1, 2, 3, 4]
+    torch.testing.assert_close(
+        selected.log_weights.exp(), torch.full((10,), 0.1, dtype=torch.float64)
+    )
