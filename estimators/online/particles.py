@@ -192,8 +192,9 @@ def absorb_piece(
         and len(history) > loop.full_batch_rows
     ):
         careful = (loop.surprise.steps, loop.careful_parts)
-    widen = loop.widen if careful is not None else None
-    piece = PieceParts(loop.model, rows, past, loop.parts, loop.past.anchor_drift, careful, widen)
+    piece = PieceParts(
+        loop.model, rows, past, loop.parts, loop.past.anchor_drift, careful, loop.widen
+    )
     tempered, steps = anneal(
         piece.first,
         start(piece.first, state.particles, state.log_weights),

@@ -136,9 +136,14 @@ class Stratum(NamedTuple):
     batch_size: int
 
     @property
+    def total(self) -> float:
+        """The stratum's whole weight in the target: weight · N, N its rows."""
+        return self.weight * len(self.source)
+
+    @property
     def draw_weight(self) -> float:
         """A drawn row's weight in the unbiased estimate of the stratum's sum: weight · N/|B|."""
-        return self.weight * len(self.source) / self.batch_size
+        return self.total / self.batch_size
 
 
 def sampled_strata(
@@ -250,8 +255,7 @@ def gradient_noise(
     factors = []
     for stratum, size in zip(strata, noise_rows(strata, rows), strict=True):
         batch = stratum.source.sample(size, generator)
-        total = stratum.weight * len(stratum.source)
-        scaled = scale * (total / (stratum.batch_size * (size - 1)) ** 0.5)
+        scaled = scale * (stratum.total / (stratum.batch_size * (size - 1)) ** 0.5)
         d = model.row_grad_log_likelihood_times(theta, batch.x, batch.y, scaled, point)
         factors.append(d - d.mean(1, keepdim=True))
     return torch.cat(factors, 1)
@@ -261,5 +265,5 @@ def noise_rows(strata: list[Stratum], rows: int) -> list[int]:
     """``rows`` split between the strata in proportion to the scale of their noise, wN/√|B|
     for equal Cov(d), at least 2 each: the estimate costs about what one stratum's would, and
     its rows go where the noise is (the past's, once n is well above the piece's λ·rows)."""
-    shares = [s.weight * len(s.source) / s.batch_size**0.5 for s in strata]
+    shares = [s.total / s.batch_size**0.5 for s in strata]
     return [max(2, round(rows * share / sum(shares))) for share in shares]
