@@ -4,7 +4,9 @@ A model is a small immutable object of pure torch functions over a batch of para
 ``theta`` of shape ``(M, D)`` (M particles, D = ``param_dim``) in unconstrained space; constrained
 parameters carry their log-Jacobian inside ``log_prior``. Data is ``x`` of shape ``(R, input_dim)``
 (``None`` when ``input_dim == 0``) and ``y`` of shape ``(R,)`` (``None`` when the model has no
-target). Everything is float64, on the device of the tensors (or generator) passed in.
+target). Everything is float64, on the device of the tensors (or generator) passed in, except
+that the sums prepared for many θ (``weighted_sum``, ``stepwise_sums``) compute in the dtype of
+their rows: the estimators' moves prepare them in float32 (``estimators.online.precision``).
 
 What only some families have is reached through methods, never by testing a model's class:
 ``closed_form()`` (the conjugate oracle) and ``mean_field()`` (the MC-CAVI scheme) return None
@@ -66,6 +68,11 @@ class Model(ABC):
     # The family's settings record (models/config.py): the constructor validates its arguments
     # with it, and the service publishes its JSON schema.
     Config: ClassVar[type[FamilyConfig]]
+    # Whether the sums ``weighted_sum`` and ``stepwise_sums`` prepare pass over their rows at each
+    # θ. The estimators' moves compute such sums in float32 when asked; a family whose prepared
+    # sums are summaries of the rows (linear regression's normal equations) says False, since
+    # float32 would only add conversions there.
+    gradients_read_rows: ClassVar[bool] = True
     param_dim: int
     input_dim: int
     has_target: bool

@@ -21,15 +21,15 @@ def design(x: Tensor) -> Tensor:
 
 
 def regression_inputs(dim: int, x: Tensor | None, y: Tensor | None) -> Tensor:
-    """``x``, or for an intercept-only model (``dim`` 0) empty (R, 0) inputs with the rows of
-    ``x`` or ``y`` (one row when both are None)."""
+    """``x``, or for an intercept-only model (``dim`` 0) empty (R, 0) inputs with the rows,
+    dtype and device of ``x`` or ``y`` (one float64 row when both are None)."""
     if dim:
         assert x is not None
         return x
     reference = x if x is not None else y
-    rows = 1 if reference is None else reference.shape[0]
-    device = None if reference is None else reference.device
-    return torch.zeros(rows, 0, dtype=torch.float64, device=device)
+    if reference is None:
+        return torch.zeros(1, 0, dtype=torch.float64)
+    return reference.new_zeros(reference.shape[0], 0)
 
 
 def prior_information(dim: int, prior_std: float) -> dict[str, Tensor]:

@@ -41,6 +41,7 @@ class LinearRegressionConfig(FamilyConfig):
 class LinearRegression(Model, ConjugateModel):
     family: ClassVar[str] = "linear_regression"
     Config: ClassVar[type[FamilyConfig]] = LinearRegressionConfig
+    gradients_read_rows: ClassVar[bool] = False  # GaussianRows: Φᵀ W Φ and Φᵀ W y
 
     def __init__(self, dim: int, noise_std: float = 1.0, prior_std: float = 1.0) -> None:
         config = LinearRegressionConfig.checked(dim=dim, noise_std=noise_std, prior_std=prior_std)

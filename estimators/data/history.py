@@ -31,6 +31,10 @@ class Rows(NamedTuple):
         assert ref is not None, "a block of rows needs x or y"
         return int(ref.shape[0])
 
+    def in_dtype(self, dtype: torch.dtype) -> Rows:
+        """These rows in ``dtype`` (the same tensors when they already are)."""
+        return Rows(*(None if t is None else t.to(dtype) for t in self))
+
     def slice(self, start: int, stop: int) -> Rows:
         return Rows(
             None if self.x is None else self.x[start:stop],

@@ -64,7 +64,7 @@ def sghmc_move(
     """
     start, noise_scale = theta, (2.0 * friction * step) ** 0.5
     shape, dtype, device = theta.shape, theta.dtype, theta.device
-    velocity = torch.randn(shape, generator=generator, dtype=dtype, device=device).mul_(step**0.5)
+    velocity = standard_normal(shape, generator, dtype, device).mul_(step**0.5)
     extra_friction = None
     if gradient_noise is not None:
         extra_friction = noise_friction(gradient_noise, step, 1.0 - friction)
@@ -74,7 +74,7 @@ def sghmc_move(
         damped = (1.0 - friction) * velocity
         if extra_friction is not None:
             damped.sub_(extra_friction(velocity))
-        noise = torch.randn(shape, generator=generator, dtype=dtype, device=device)
+        noise = standard_normal(shape, generator, dtype, device)
         velocity = torch.mm(step * grad_log_target(theta), scale, out=velocities[index])
         velocity.add_(damped).add_(noise.mul_(noise_scale))
         theta = theta + velocity @ scale.T
@@ -87,6 +87,15 @@ def sghmc_move(
     return torch.where(kept[:, None], theta, start)
 
 
+def standard_normal(
+    shape: torch.Size, generator: torch.Generator, dtype: torch.dtype, device: torch.device
+) -> Tensor:
+    """N(0, I) draws in ``dtype``, drawn in float32: on a CPU 4–5× faster than float64. Their law
+    differs from N(0, 1) only at float32's resolution (tails cut near 5.8σ, probability 1e-8),
+    and SGHMC has no accept test that could tell."""
+    return torch.randn(shape, generator=generator, dtype=torch.float32, device=device).to(dtype)
+
+
 def noise_friction(
     gradient_noise: Tensor, step: float, ceiling: float
 ) -> Callable[[Tensor], Tensor]:
@@ -95,7 +104,8 @@ def noise_friction(
 
     The ceiling keeps the total friction at most 1 (no velocity sign flips); where it binds the
     noisiest direction of that particle stays hotter than π by the clipped amount. B̂ is kept as
-    the smaller of the D × D matrix and its R × D factor U.
+    the smaller of the D × D matrix and its R × D factor U, in ``gradient_noise``'s dtype (the
+    moves' gradient precision, ``online.precision``); u and B̂u are in the state's.
     """
     rows, dim = gradient_noise.shape[1:]
     if dim > rows:
@@ -106,10 +116,12 @@ def noise_friction(
             largest = torch.linalg.matrix_norm(factor, ord=2).square()
             factor = factor * torch.clamp(ceiling / largest, max=1.0).sqrt()[:, None, None]
         return lambda velocity: torch.bmm(
-            torch.bmm(velocity[:, None, :], factor.transpose(1, 2)), factor
-        )[:, 0]
+            torch.bmm(velocity[:, None, :].to(factor.dtype), factor.transpose(1, 2)), factor
+        )[:, 0].to(velocity.dtype)
     matrix = (gradient_noise.transpose(1, 2) @ gradient_noise).mul_(0.5 * step)  # UᵀU
     if not bool((matrix.diagonal(0, 1, 2).sum(-1) <= ceiling).all()):
         largest = torch.linalg.eigvalsh(matrix)[:, -1]
         matrix = matrix * torch.clamp(ceiling / largest, max=1.0)[:, None, None]
-    return lambda velocity: torch.bmm(velocity[:, None, :], matrix)[:, 0]
+    return lambda velocity: torch.bmm(velocity[:, None, :].to(matrix.dtype), matrix)[:, 0].to(
+        velocity.dtype
+    )

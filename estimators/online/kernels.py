@@ -18,6 +18,7 @@ from estimators.moves.corrected import corrected_sghmc_move
 from estimators.moves.hmc import HMCParams, hmc_chain
 from estimators.moves.minibatch_target import MinibatchTarget
 from estimators.moves.sghmc import SGHMCParams, sghmc_move, sghmc_step
+from estimators.online import precision
 from estimators.online.settings import SequentialSettings
 from estimators.online.target import (
     Piece,
@@ -30,8 +31,11 @@ from estimators.online.target import (
 from estimators.smc.tempered import Move, Moved
 
 
-def exact_hmc(piece: Piece, params: HMCParams) -> Move:
-    """``params.transitions`` Metropolis-corrected HMC transitions on the exact target."""
+def exact_hmc(piece: Piece, params: HMCParams, gradient_dtype: torch.dtype) -> Move:
+    """``params.transitions`` Metropolis-corrected HMC transitions on the exact target, the
+    leapfrog's inner gradients computed in ``gradient_dtype`` where the model's gradients pass
+    over rows (``precision.gradient_dtype``)."""
+    dtype = precision.gradient_dtype(piece.model, gradient_dtype)
 
     def move(
         theta: Tensor,
@@ -40,7 +44,7 @@ def exact_hmc(piece: Piece, params: HMCParams) -> Move:
         generator: torch.Generator,
         checkpoint: Checkpoint,
     ) -> Moved:
-        target = exact_target(piece.model, piece.rows, temperature, piece.past)
+        target = exact_target(piece.model, piece.rows, temperature, piece.past, dtype)
         theta, acceptance = hmc_chain(
             theta, target.value_and_grad, scale, params, generator, target.grad, checkpoint
         )
@@ -54,9 +58,12 @@ def _rows(piece: Piece, temperature: float) -> float:
     return len(piece.past.history) + temperature * piece.rows.count
 
 
-def sghmc(piece: Piece, params: SGHMCParams) -> Move:
+def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Move:
     """One SGHMC trajectory on minibatch gradients of the past and, when it has more than
-    ``piece_batch_size`` rows, of the piece (``moves.sghmc``, ``target.sampled_strata``)."""
+    ``piece_batch_size`` rows, of the piece (``moves.sghmc``, ``target.sampled_strata``),
+    computed in ``gradient_dtype`` where the model's gradients pass over rows
+    (``precision.gradient_dtype``)."""
+    dtype = precision.gradient_dtype(piece.model, gradient_dtype)
 
     def move(
         theta: Tensor,
@@ -68,9 +75,7 @@ def sghmc(piece: Piece, params: SGHMCParams) -> Move:
         past = piece.past
         fixed, strata = sampled_strata(piece.rows, temperature, past, params.piece_batch_size)
         grads = iter(
-            minibatch_gradients(
-                piece.model, fixed, strata, temperature, past.anchor, params.steps, generator
-            )
+            minibatch_gradients(piece, fixed, strata, temperature, params.steps, generator, dtype)
         )
 
         def grad(position: Tensor) -> Tensor:
@@ -80,7 +85,7 @@ def sghmc(piece: Piece, params: SGHMCParams) -> Move:
         noise = None
         if params.noise_friction:
             noise = gradient_noise(
-                piece.model, theta, strata, past.anchor, generator, mass, past.batch_size
+                piece.model, theta.to(dtype), strata, past.anchor, generator, mass, past.batch_size
             )
         return Moved(
             sghmc_move(theta, grad, step, mass, params.friction, params.steps, generator, noise),
@@ -155,7 +160,7 @@ def random_walk_mh(piece: Piece, steps: int) -> Move:
 def sghmc_moves(settings: SequentialSettings, piece: Piece) -> Move:
     """Exact HMC while the past is used in full, then SGHMC (Barker-corrected if asked)."""
     if piece.past_in_full:
-        return exact_hmc(piece, settings.hmc)
+        return exact_hmc(piece, settings.hmc, settings.gradient_precision)
     if settings.mh_correction == "barker":
         return corrected_sghmc(piece, settings.sghmc)
-    return sghmc(piece, settings.sghmc)
+    return sghmc(piece, settings.sghmc, settings.gradient_precision)

@@ -21,7 +21,7 @@ from models import Model
 
 def parts(settings: MinibatchMHSettings, relabel: Relabel | None, piece: Piece) -> TemperedSMC:
     if piece.past_in_full:
-        move = exact_hmc(piece, settings.hmc)
+        move = exact_hmc(piece, settings.hmc, settings.gradient_precision)
     else:
         move = random_walk_mh(piece, settings.steps)
     return annealed(settings, relabel, piece, move)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 from pydantic import Field, model_validator
 
 from estimators.moves.sghmc import SGHMCParams
@@ -25,6 +26,16 @@ class ExactPhaseSettings(HMCSettings):
         le=2000,
         description="exact, Metropolis-corrected HMC moves on the full past while n ≤ this",
     )
+    gradient_dtype: Literal["float32", "float64"] = Field(
+        "float32",
+        description="arithmetic of the moves' likelihood gradients (exact HMC's leapfrog, plain "
+        "SGHMC and its noise estimate): float32 about halves their cost; Metropolis tests, "
+        "log-likelihoods, weights and the state stay float64",
+    )
+
+    @property
+    def gradient_precision(self) -> torch.dtype:
+        return getattr(torch, self.gradient_dtype)
 
 
 class PastDataSettings(Settings):

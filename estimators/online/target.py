@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from estimators.data.history import History, Rows, RowsHistory, cat_rows
+from estimators.online import precision
 from models import Model, WeightedRows, WeightedSum
 
 
@@ -87,10 +88,12 @@ def past_data(
 
 
 class ExactTarget(NamedTuple):
-    """log π_λ(θ) and its gradient, exactly: only while the past is used in full."""
+    """log π_λ(θ) and its gradient, exactly: only while the past is used in full. ``grad`` alone
+    (the leapfrog's inner steps) may compute in a lower precision (``precision``)."""
 
     model: Model
     likelihood: WeightedSum | None  # λ × the piece plus the past; None: the prior alone
+    steering: WeightedSum | None  # the same sum in the gradients' dtype
 
     def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
         value, grad = self.model.log_prior(theta), self.model.grad_log_prior(theta)
@@ -101,17 +104,23 @@ class ExactTarget(NamedTuple):
 
     def grad(self, theta: Tensor) -> Tensor:
         grad = self.model.grad_log_prior(theta)
-        return grad if self.likelihood is None else grad + self.likelihood.grad(theta)
+        return grad if self.steering is None else grad + self.steering.grad(theta)
 
 
-def exact_target(model: Model, chunk: Rows, temperature: float, past: PastData) -> ExactTarget:
-    """The exact tempered target at ``temperature``, its rows prepared once for many θ."""
+def exact_target(
+    model: Model, chunk: Rows, temperature: float, past: PastData, dtype: torch.dtype
+) -> ExactTarget:
+    """The exact tempered target at ``temperature``, its rows prepared once for many θ; ``grad``
+    computes in ``dtype``."""
     if len(past.history) > 0 and past.full is None:
         raise ValueError("the exact tempered target needs the full past data")
     parts = [(chunk.x, chunk.y, temperature)] if temperature > 0.0 else []
     if past.full is not None:
         parts.append((past.full.x, past.full.y, 1.0))
-    return ExactTarget(model, model.weighted_sum(parts) if parts else None)
+    if not parts:
+        return ExactTarget(model, None, None)
+    steering = precision.weighted_sum(model, parts, dtype)
+    return ExactTarget(model, model.weighted_sum(parts), steering)
 
 
 def grad_log_target(
@@ -174,22 +183,24 @@ def minibatch_rows(
 
 
 def minibatch_gradients(
-    model: Model,
+    piece: Piece,
     fixed: list[WeightedRows],
     strata: list[Stratum],
     temperature: float,
-    anchor: Anchor | None,
     count: int,
     generator: torch.Generator,
+    dtype: torch.dtype,
 ) -> list[Callable[[Tensor], Tensor]]:
     """``grad_log_target`` of ``count`` steps (``sampled_strata``'s ``fixed`` rows and
-    ``strata``), step i on the i-th minibatch of every stratum, their rows prepared together."""
+    ``strata``), step i on the i-th minibatch of every stratum, their rows prepared together;
+    the likelihood's arithmetic in ``dtype`` (``precision``)."""
     streams = []
     for stratum in strata:
         rows = minibatch_rows(stratum.source, stratum.batch_size, count, generator)
         streams.append((rows.x, rows.y, stratum.draw_weight))
-    sums = model.stepwise_sums(fixed, streams, count)
-    return [functools.partial(anchored_gradient, model, temperature, anchor, s) for s in sums]
+    sums = precision.stepwise_sums(piece.model, fixed, streams, count, dtype)
+    anchor = piece.past.anchor
+    return [functools.partial(anchored_gradient, piece.model, temperature, anchor, s) for s in sums]
 
 
 def minibatch_grad_log_target(
@@ -243,7 +254,7 @@ def gradient_noise(
 ) -> Tensor:
     """A factor G L (M, B, D) of Lᵀ(the covariance of a minibatch gradient over ``strata``)L at
     each particle, L = ``scale`` (the SGHMC mass factor: the noise in whitened units), from
-    about ``rows`` fresh rows.
+    about ``rows`` fresh rows, computed in θ's dtype (``precision``).
 
     A stratum of N rows of weight w read |B| at a time contributes (wN/|B|) Σ_b d_b, with
     d_b = ∇ℓ_b(θ) − ∇ℓ_b(θ_a) (or ∇ℓ_b(θ) without an anchor) and rows drawn with replacement,
@@ -251,11 +262,12 @@ def gradient_noise(
     particle, and G = wN (|B|(k − 1))^(-1/2) (d − d̄) gives Gᵀ G = ((wN)²/|B|) · the sample
     covariance. Strata are independent: their factors are stacked (B = Σ k).
     """
-    point = None if anchor is None else anchor.point
+    dtype = theta.dtype
+    point = None if anchor is None else anchor.point.to(dtype)
     factors = []
     for stratum, size in zip(strata, noise_rows(strata, rows), strict=True):
-        batch = stratum.source.sample(size, generator)
-        scaled = scale * (stratum.total / (stratum.batch_size * (size - 1)) ** 0.5)
+        batch = stratum.source.sample(size, generator).in_dtype(dtype)
+        scaled = scale.to(dtype) * (stratum.total / (stratum.batch_size * (size - 1)) ** 0.5)
         d = model.row_grad_log_likelihood_times(theta, batch.x, batch.y, scaled, point)
         factors.append(d - d.mean(1, keepdim=True))
     return torch.cat(factors, 1)

@@ -165,6 +165,35 @@ def test_prepared_sums_are_the_weighted_parts(family: str, generator: torch.Gene
     assert len(model.stepwise_sums([], [(*rows(4, 10), 2.5)], 2)) == 2
 
 
+INTERCEPT_ONLY = {
+    family: {**config, "dim": 0}
+    for family, config in CONFIGS.items()
+    if family in ("linear_regression", "linear_regression_unknown_noise", "logistic_regression")
+}
+
+
+@pytest.mark.parametrize(
+    ("family", "config"), [*CONFIGS.items(), *INTERCEPT_ONLY.items()], ids=str
+)
+def test_prepared_sums_compute_in_the_dtype_of_their_rows(
+    family: str, config: dict, generator: torch.Generator
+) -> None:
+    """Rows and θ in float32 (the moves' gradient precision, ``estimators.online.precision``)
+    give float32 sums within float32 rounding of the float64 ones."""
+    model = build_model(family, **config)
+    theta = model.sample_prior(5, generator)
+    x, y = example_data(model, 12, generator)
+    parts = [(x, y, 0.7)]
+    low = [(None if x is None else x.float(), None if y is None else y.float(), 0.7)]
+    value, grad = model.weighted_sum(parts).value_and_grad(theta)
+    for prepared in (model.weighted_sum(low), model.stepwise_sums([], low, 1)[0]):
+        low_value, low_grad = prepared.value_and_grad(theta.float())
+        assert low_value.dtype == low_grad.dtype == prepared.grad(theta.float()).dtype
+        assert low_grad.dtype == torch.float32
+        torch.testing.assert_close(low_value.double(), value, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(low_grad.double(), grad, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("family", sorted(CONJUGATE))
 def test_conjugate_oracle_contract(family: str, generator: torch.Generator) -> None:
     model = build_model(family, **CONFIGS[family])

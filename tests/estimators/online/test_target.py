@@ -8,6 +8,7 @@ import torch
 
 from estimators.data.history import ExtendedHistory, InMemoryHistory, Rows
 from estimators.online.target import (
+    Piece,
     anchor_at,
     minibatch_grad_log_target,
     minibatch_gradients,
@@ -80,11 +81,14 @@ def test_a_piece_up_to_piece_batch_size_rows_is_summed_in_full() -> None:
     assert sampled_strata(piece, 0.0, past, 39)[0] == []
 
 
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("model", [LinearRegression(3), LogisticRegression(3, classes=3)])
-def test_a_piece_read_in_minibatches_keeps_the_gradient_unbiased(model: Model) -> None:
+def test_a_piece_read_in_minibatches_keeps_the_gradient_unbiased(
+    model: Model, dtype: torch.dtype
+) -> None:
     """The mean of 4,000 steps' gradients (piece and past both in minibatches, control variates
-    at θ_a) against prior + λ Σ_piece ∇ℓ + Σ_past ∇ℓ, computed in full: within 4 standard
-    errors of the mean in every coordinate."""
+    at θ_a; computed in ``dtype``) against prior + λ Σ_piece ∇ℓ + Σ_past ∇ℓ, computed in full
+    in float64: within 4 standard errors of the mean in every coordinate."""
     g = torch.Generator().manual_seed(5)
     past_rows, piece = _history(model, 240, g)
     history = InMemoryHistory(3)
@@ -94,8 +98,9 @@ def test_a_piece_read_in_minibatches_keeps_the_gradient_unbiased(model: Model) -
     past = past_data(history, 50, 20, anchor)
     fixed, strata = sampled_strata(piece, 0.7, past, 8)
     steps = 4000
-    grads = minibatch_gradients(model, fixed, strata, 0.7, anchor, steps, g)
+    grads = minibatch_gradients(Piece(model, piece, past), fixed, strata, 0.7, steps, g, dtype)
     draws = torch.stack([grad(theta) for grad in grads])
+    assert draws.dtype == torch.float64
     exact = (
         model.grad_log_prior(theta)
         + model.grad_log_likelihood(theta, piece.x, piece.y, 0.7)
