@@ -61,9 +61,10 @@ class PieceParts:
         rebuild = False
         if self.widening:
             self.widening, rebuild = False, True
-        if self.careful is not None and self.steps == self.careful[0]:
+        if self.careful is not None and self.turns_careful(state.temperature):
             self.make, rebuild = self.careful[1], True
             self.widening = self.widen is not None
+            self.careful = None
         if self.anchor is not None and drifted(
             state.particles, state.log_weights, self.anchor.point, self.anchor_drift
         ):
@@ -79,3 +80,12 @@ class PieceParts:
                 assert self.widen is not None
                 self.current = self.current._replace(selection=self.widen)
         return self.current
+
+    def turns_careful(self, temperature: float) -> bool:
+        """Whether the careful parts take over now, the piece having reached ``temperature``: at
+        step ``careful[0]``, or after the first step when that step predicts a longer ladder
+        (steps like it would take 1/λ₁ of them), so that a long piece runs careful nearly
+        throughout."""
+        assert self.careful is not None
+        after = self.careful[0]
+        return self.steps == after or (self.steps == 1 and temperature * after < 1.0)

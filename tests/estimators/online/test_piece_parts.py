@@ -1,6 +1,7 @@
 """A piece's parts step by step: the control-variate anchor follows the particles once their
-mean drifts, the ladder turns careful after ``surprise_steps``, and on a stream with change
-points log Ẑ stays within its error bar of the exact log Z (it read 3-4 stderr off before)."""
+mean drifts, the ladder turns careful after ``surprise_steps`` (or after the first step when it
+predicts more), and on a stream with change points log Ẑ stays within its error bar of the exact
+log Z (it read 3-4 stderr off before)."""
 
 from __future__ import annotations
 
@@ -75,6 +76,23 @@ def test_the_steps_past_the_surprise_threshold_use_the_careful_parts() -> None:
         parts.refresh(cloud([0.0, 0.0, 0.0]))
     assert [name for name, _ in made] == ["plain", "careful"]  # built once, at the third step
     assert parts.current is not parts.first
+
+
+def test_a_first_step_that_predicts_a_long_ladder_turns_careful_at_once() -> None:
+    """With careful parts after 3 steps, a first step that reaches λ₁ = 0.2 predicts 5 steps
+    (1/λ₁ > 3): the careful parts take over from the second step, built once. λ₁ = 0.4 (2.5
+    steps) waits for the third."""
+    model, history, piece = setting()
+    for first, expected in ((0.2, ["plain", "careful"]), (0.4, ["plain"])):
+        made: list[tuple[str, Piece]] = []
+        parts = PieceParts(model, piece, past_data(history, 100, 50, None),
+                           recorder(made, "plain"), anchor_drift=1.0,
+                           careful=(3, recorder(made, "careful")))
+        parts.refresh(cloud([0.0, 0.0, 0.0])._replace(temperature=first))
+        assert [name for name, _ in made] == expected
+        for _ in range(3):
+            parts.refresh(cloud([0.0, 0.0, 0.0]))
+        assert [name for name, _ in made] == ["plain", "careful"]
 
 
 def test_the_first_careful_step_resamples_to_more_particles() -> None:
