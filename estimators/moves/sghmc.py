@@ -107,6 +107,8 @@ def noise_friction(
     the smaller of the D × D matrix and its R × D factor U, in ``gradient_noise``'s dtype (the
     moves' gradient precision, ``online.precision``); u and B̂u are in the state's.
     """
+    if not bool(torch.isfinite(gradient_noise.square().sum((1, 2))).all()):
+        gradient_noise = gradient_noise.to(torch.float64)  # its squares overflow float32
     rows, dim = gradient_noise.shape[1:]
     if dim > rows:
         factor = (0.5 * step) ** 0.5 * gradient_noise  # U: (M, R, D)

@@ -87,6 +87,10 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
             noise = gradient_noise(
                 piece.model, theta.to(dtype), strata, past.anchor, generator, mass, past.batch_size
             )
+            if not bool(torch.isfinite(noise).all()):  # beyond float32's range (3e38): in float64
+                noise = gradient_noise(
+                    piece.model, theta, strata, past.anchor, generator, mass, past.batch_size
+                )
         return Moved(
             sghmc_move(theta, grad, step, mass, params.friction, params.steps, generator, noise),
             (),

@@ -6,9 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from estimators.data.history import InMemoryHistory, Rows
 from estimators.moves.hmc import HMCParams, hmc_chain
+from estimators.moves.sghmc import noise_friction
 from estimators.online import precision
-from estimators.online.target import ExactTarget
+from estimators.online.kernels import sghmc
+from estimators.online.settings import SGAISSettings
+from estimators.online.target import ExactTarget, Piece, past_data
 from models import GaussianMixture, LinearRegression, LogisticRegression, Model
 
 
@@ -83,3 +87,39 @@ def test_exact_hmc_steered_by_a_wrong_force_still_samples_the_posterior() -> Non
     assert float(white.mean(0).abs().max()) < 5 / draws**0.5
     second = white.T @ white / draws  # I for the posterior; an entry's standard error ≈ √(2/n)
     assert float((second - torch.eye(3, dtype=torch.float64)).abs().max()) < 5 * (2 / draws) ** 0.5
+
+
+def test_float32_noise_friction_falls_back_to_float64_beyond_its_range() -> None:
+    """A gradient-noise factor whose squares overflow float32 (entries 1e20) gives the friction
+    float64 gives, finite; before the fallback its eigenvalues came out of an inf matrix."""
+    g = torch.Generator().manual_seed(3)
+    for rows in (3, 12):  # the R × D factor form and the D × D matrix form
+        noise = torch.randn(4, rows, 6, generator=g, dtype=torch.float64) * 1e20
+        velocity = torch.randn(4, 6, generator=g, dtype=torch.float64)
+        applied = noise_friction(noise.float(), 0.2, 0.9)(velocity)
+        expected = noise_friction(noise, 0.2, 0.9)(velocity)
+        assert applied.dtype == torch.float64 and bool(torch.isfinite(applied).all())
+        torch.testing.assert_close(applied, expected, rtol=1e-5, atol=0.0)
+
+
+def test_sghmc_on_gradients_beyond_float32_takes_its_noise_in_float64() -> None:
+    """A mixture particle with a component of variance e^-100 has row gradients near 1e43, past
+    float32's 3e38: the move's noise estimate is taken again in float64, and the move runs (its
+    trajectory diverges and is undone, as in float64)."""
+    g = torch.Generator().manual_seed(4)
+    model = GaussianMixture(2, 3)
+    history = InMemoryHistory(2, has_y=False)
+    history.append(Rows(torch.randn(300, 2, generator=g, dtype=torch.float64), None))
+    piece = Rows(torch.randn(50, 2, generator=g, dtype=torch.float64), None)
+    theta = 0.3 * torch.randn(8, model.param_dim, generator=g, dtype=torch.float64)
+    theta[0, -1] = -100.0  # log σ² of the last component's second coordinate
+    past = past_data(history, 100, 50, None)
+    params = SGAISSettings().sghmc
+    scale = torch.eye(model.param_dim, dtype=torch.float64) * 0.1
+    moves = {}
+    for dtype in (torch.float32, torch.float64):
+        move = sghmc(Piece(model, piece, past), params, dtype)
+        moves[dtype] = move(theta, 0.5, scale, torch.Generator().manual_seed(5), lambda: None)
+    assert bool(torch.isfinite(moves[torch.float32].particles).all())
+    assert torch.equal(moves[torch.float32].particles[0], theta[0])
+    assert torch.equal(moves[torch.float64].particles[0], theta[0])
