@@ -115,15 +115,17 @@ def noise_friction(
         # The trace of B̂ (the squared norm of U) bounds its largest eigenvalue.
         bound = factor.square().sum((1, 2))
         if not bool((bound <= ceiling).all()):
-            largest = torch.linalg.matrix_norm(factor, ord=2).square()
-            factor = factor * torch.clamp(ceiling / largest, max=1.0).sqrt()[:, None, None]
+            largest = torch.linalg.matrix_norm(factor.to(torch.float64), ord=2).square()
+            shrink = torch.clamp(ceiling / largest, max=1.0).sqrt().to(factor.dtype)
+            factor = factor * shrink[:, None, None]
         return lambda velocity: torch.bmm(
             torch.bmm(velocity[:, None, :].to(factor.dtype), factor.transpose(1, 2)), factor
         )[:, 0].to(velocity.dtype)
     matrix = (gradient_noise.transpose(1, 2) @ gradient_noise).mul_(0.5 * step)  # UᵀU
     if not bool((matrix.diagonal(0, 1, 2).sum(-1) <= ceiling).all()):
-        largest = torch.linalg.eigvalsh(matrix)[:, -1]
-        matrix = matrix * torch.clamp(ceiling / largest, max=1.0)[:, None, None]
+        # float64: LAPACK's float32 eigensolver fails to converge on ill-conditioned matrices
+        largest = torch.linalg.eigvalsh(matrix.to(torch.float64))[:, -1]
+        matrix = matrix * torch.clamp(ceiling / largest, max=1.0).to(matrix.dtype)[:, None, None]
     return lambda velocity: torch.bmm(velocity[:, None, :].to(matrix.dtype), matrix)[:, 0].to(
         velocity.dtype
     )
