@@ -107,7 +107,9 @@ def noise_friction(
     the smaller of the D × D matrix and its R × D factor U, in ``gradient_noise``'s dtype (the
     moves' gradient precision, ``online.precision``); u and B̂u are in the state's.
     """
-    if not bool(torch.isfinite(gradient_noise.square().sum((1, 2))).all()):
+    if gradient_noise.dtype != torch.float64 and not bool(
+        torch.isfinite(gradient_noise.square().sum((1, 2))).all()
+    ):
         gradient_noise = gradient_noise.to(torch.float64)  # its squares overflow float32
     rows, dim = gradient_noise.shape[1:]
     if dim > rows:
@@ -118,14 +120,23 @@ def noise_friction(
             largest = torch.linalg.matrix_norm(factor.to(torch.float64), ord=2).square()
             shrink = torch.clamp(ceiling / largest, max=1.0).sqrt().to(factor.dtype)
             factor = factor * shrink[:, None, None]
-        return lambda velocity: torch.bmm(
-            torch.bmm(velocity[:, None, :].to(factor.dtype), factor.transpose(1, 2)), factor
-        )[:, 0].to(velocity.dtype)
+        return in_dtype_of(
+            factor.dtype,
+            lambda velocity: torch.bmm(torch.bmm(velocity, factor.transpose(1, 2)), factor),
+        )
     matrix = (gradient_noise.transpose(1, 2) @ gradient_noise).mul_(0.5 * step)  # UᵀU
     if not bool((matrix.diagonal(0, 1, 2).sum(-1) <= ceiling).all()):
         # float64: LAPACK's float32 eigensolver fails to converge on ill-conditioned matrices
         largest = torch.linalg.eigvalsh(matrix.to(torch.float64))[:, -1]
         matrix = matrix * torch.clamp(ceiling / largest, max=1.0).to(matrix.dtype)[:, None, None]
-    return lambda velocity: torch.bmm(velocity[:, None, :].to(matrix.dtype), matrix)[:, 0].to(
-        velocity.dtype
-    )
+    return in_dtype_of(matrix.dtype, lambda velocity: torch.bmm(velocity, matrix))
+
+
+def in_dtype_of(
+    dtype: torch.dtype, product: Callable[[Tensor], Tensor]
+) -> Callable[[Tensor], Tensor]:
+    """u (M, D) ↦ ``product`` of u as (M, 1, D) rows, computed in ``dtype`` and returned in u's
+    dtype as (M, D); no conversions where the dtypes agree (the per-step cost matters)."""
+    if dtype == torch.float64:
+        return lambda velocity: product(velocity[:, None, :])[:, 0]
+    return lambda velocity: product(velocity[:, None, :].to(dtype))[:, 0].to(velocity.dtype)

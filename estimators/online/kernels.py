@@ -87,7 +87,8 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
             noise = gradient_noise(
                 piece.model, theta.to(dtype), strata, past.anchor, generator, mass, past.batch_size
             )
-            if not bool(torch.isfinite(noise).all()):  # beyond float32's range (3e38): in float64
+            if dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
+                # beyond float32's range (3e38): in the state's dtype
                 noise = gradient_noise(
                     piece.model, theta, strata, past.anchor, generator, mass, past.batch_size
                 )

@@ -57,8 +57,11 @@ class LoweredSum(NamedTuple):
         return self.sums.grad(theta.to(self.dtype)).to(theta.dtype)
 
 
-def weighted_sum(model: Model, parts: Sequence[WeightedRows], dtype: torch.dtype) -> LoweredSum:
-    """``model.weighted_sum`` of ``parts`` computed in ``dtype``."""
+def weighted_sum(model: Model, parts: Sequence[WeightedRows], dtype: torch.dtype) -> WeightedSum:
+    """``model.weighted_sum`` of ``parts`` computed in ``dtype`` (the model's own sum, with no
+    conversions, in the state's float64)."""
+    if dtype == torch.float64:
+        return model.weighted_sum(parts)
     return LoweredSum(model.weighted_sum(lowered(parts, dtype)), dtype)
 
 
@@ -68,7 +71,9 @@ def stepwise_sums(
     streams: Sequence[WeightedRows],
     steps: int,
     dtype: torch.dtype,
-) -> list[LoweredSum]:
-    """``model.stepwise_sums`` computed in ``dtype``."""
+) -> list[WeightedSum]:
+    """``model.stepwise_sums`` computed in ``dtype`` (as ``weighted_sum``)."""
+    if dtype == torch.float64:
+        return model.stepwise_sums(fixed, streams, steps)
     sums = model.stepwise_sums(lowered(fixed, dtype), lowered(streams, dtype), steps)
     return [LoweredSum(s, dtype) for s in sums]

@@ -119,8 +119,10 @@ def exact_target(
         parts.append((past.full.x, past.full.y, 1.0))
     if not parts:
         return ExactTarget(model, None, None)
-    steering = precision.weighted_sum(model, parts, dtype)
-    return ExactTarget(model, model.weighted_sum(parts), steering)
+    likelihood = model.weighted_sum(parts)
+    if dtype == torch.float64:  # the state's: one prepared sum serves both
+        return ExactTarget(model, likelihood, likelihood)
+    return ExactTarget(model, likelihood, precision.weighted_sum(model, parts, dtype))
 
 
 def grad_log_target(
