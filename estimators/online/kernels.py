@@ -84,14 +84,15 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
         step, mass = sghmc_step(params, scale, _rows(piece, temperature))
         noise = None
         if params.noise_friction:
-            noise = gradient_noise(
-                piece.model, theta.to(dtype), strata, past.anchor, generator, mass, past.batch_size
-            )
-            if dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
-                # beyond float32's range (3e38): in the state's dtype
-                noise = gradient_noise(
-                    piece.model, theta, strata, past.anchor, generator, mass, past.batch_size
+
+            def noise_at(position: Tensor) -> Tensor:
+                return gradient_noise(
+                    piece.model, position, strata, past.anchor, generator, mass, past.batch_size
                 )
+
+            noise = noise_at(theta.to(dtype))
+            if dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
+                noise = noise_at(theta)  # beyond float32's range (3e38): in the state's dtype
         return Moved(
             sghmc_move(theta, grad, step, mass, params.friction, params.steps, generator, noise),
             (),

@@ -24,6 +24,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from estimators.data.history import Rows
 from models import Model, WeightedRows, WeightedSum
 
 
@@ -36,10 +37,7 @@ def gradient_dtype(model: Model, requested: torch.dtype) -> torch.dtype:
 def lowered(parts: Sequence[WeightedRows], dtype: torch.dtype) -> list[WeightedRows]:
     """``parts`` with their rows in ``dtype`` (labels and counts of up to 2²⁴ are exact in
     float32)."""
-    return [
-        (None if x is None else x.to(dtype), None if y is None else y.to(dtype), weight)
-        for x, y, weight in parts
-    ]
+    return [(*Rows(x, y).in_dtype(dtype), weight) for x, y, weight in parts]
 
 
 class LoweredSum(NamedTuple):
@@ -57,11 +55,13 @@ class LoweredSum(NamedTuple):
         return self.sums.grad(theta.to(self.dtype)).to(theta.dtype)
 
 
-def weighted_sum(model: Model, parts: Sequence[WeightedRows], dtype: torch.dtype) -> WeightedSum:
-    """``model.weighted_sum`` of ``parts`` computed in ``dtype`` (the model's own sum, with no
-    conversions, in the state's float64)."""
+def weighted_sum(
+    model: Model, parts: Sequence[WeightedRows], dtype: torch.dtype, prepared: WeightedSum
+) -> WeightedSum:
+    """``model.weighted_sum`` of ``parts`` computed in ``dtype``: ``prepared`` (that sum in the
+    state's float64) itself, with no conversions, when ``dtype`` is float64."""
     if dtype == torch.float64:
-        return model.weighted_sum(parts)
+        return prepared
     return LoweredSum(model.weighted_sum(lowered(parts, dtype)), dtype)
 
 

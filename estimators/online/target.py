@@ -120,9 +120,7 @@ def exact_target(
     if not parts:
         return ExactTarget(model, None, None)
     likelihood = model.weighted_sum(parts)
-    if dtype == torch.float64:  # the state's: one prepared sum serves both
-        return ExactTarget(model, likelihood, likelihood)
-    return ExactTarget(model, likelihood, precision.weighted_sum(model, parts, dtype))
+    return ExactTarget(model, likelihood, precision.weighted_sum(model, parts, dtype, likelihood))
 
 
 def grad_log_target(

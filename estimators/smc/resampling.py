@@ -94,10 +94,7 @@ def resample_below(threshold: float, resampler: Resampler) -> Selection:
         m = particles.shape[0]
         if ess >= threshold * m:
             return Selected(particles, log_weights, False)
-        ancestors = resampler(torch.exp(log_weights), generator, None)
-        return Selected(
-            particles[ancestors], torch.full_like(log_weights, -math.log(m)), True, ancestors
-        )
+        return equally_weighted(particles, log_weights, generator, resampler, m)
 
     return select
 
@@ -109,13 +106,24 @@ def resample_to(count: int, resampler: Resampler) -> Selection:
     def select(
         particles: Tensor, log_weights: Tensor, ess: float, generator: torch.Generator
     ) -> Selected:
-        ancestors = resampler(torch.exp(log_weights), generator, count)
-        weights = torch.full(
-            (count,), -math.log(count), dtype=log_weights.dtype, device=log_weights.device
-        )
-        return Selected(particles[ancestors], weights, True, ancestors)
+        return equally_weighted(particles, log_weights, generator, resampler, count)
 
     return select
+
+
+def equally_weighted(
+    particles: Tensor,
+    log_weights: Tensor,
+    generator: torch.Generator,
+    resampler: Resampler,
+    count: int,
+) -> Selected:
+    """``count`` copies drawn by ``resampler`` from the weighted particles, weights 1/count."""
+    ancestors = resampler(torch.exp(log_weights), generator, count)
+    weights = torch.full(
+        (count,), -math.log(count), dtype=log_weights.dtype, device=log_weights.device
+    )
+    return Selected(particles[ancestors], weights, True, ancestors)
 
 
 def drop_weights(

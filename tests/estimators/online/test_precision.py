@@ -44,8 +44,9 @@ def test_float32_sums_answer_in_float64_within_float32_rounding(model: Model) ->
     g = torch.Generator().manual_seed(0)
     parts = _parts(model, 400, g)
     theta = 0.5 * torch.randn(5, model.param_dim, generator=g, dtype=torch.float64)
-    exact_value, exact_grad = model.weighted_sum(parts).value_and_grad(theta)
-    lowered = precision.weighted_sum(model, parts, torch.float32)
+    exact = model.weighted_sum(parts)
+    exact_value, exact_grad = exact.value_and_grad(theta)
+    lowered = precision.weighted_sum(model, parts, torch.float32, exact)
     value, grad = lowered.value_and_grad(theta)
     assert value.dtype == grad.dtype == lowered.grad(theta).dtype == torch.float64
     scale = float(exact_grad.abs().max())
@@ -53,7 +54,7 @@ def test_float32_sums_answer_in_float64_within_float32_rounding(model: Model) ->
     assert float((lowered.grad(theta) - exact_grad).abs().max()) < 1e-5 * scale
     assert float(((value - exact_value) / exact_value).abs().max()) < 1e-5
     assert float((grad - exact_grad).abs().max()) > 0.0  # it did compute in float32
-    same = precision.weighted_sum(model, parts, torch.float64).value_and_grad(theta)
+    same = precision.weighted_sum(model, parts, torch.float64, exact).value_and_grad(theta)
     assert torch.equal(same[0], exact_value) and torch.equal(same[1], exact_grad)
 
 
