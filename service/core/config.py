@@ -26,6 +26,9 @@ class Settings(BaseSettings):
     port: int = 8000
     embedded_worker: bool | None = None  # default: on exactly when Redis is embedded
     max_rows: int = Field(default=100_000, ge=1)
+    # Bytes of chunk blocks (rows × (x columns + y) × 8, plus 9 per chunk) one comparison may
+    # hold: its stored history, which Redis keeps and a worker loads whole.
+    max_comparison_bytes: int = Field(default=512 * 1024 * 1024, ge=1)
     # A JSON body takes ~15× its size in memory while parsed: 16 MiB keeps a chunk under 300 MB.
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
     wait_timeout: float = Field(default=30.0, gt=0)

@@ -34,10 +34,11 @@ class Meta:
 
 class Ingested(NamedTuple):
     """What ``Comparisons.ingest`` did: ``status`` accepted, duplicate (the key's chunk has the
-    same body), conflict (the key was used with another body), missing (no comparison) or stale
-    (a model was added since the chunk was validated). For
-    a duplicate or conflict, ``sequence`` and ``rows`` are those of the chunk first recorded
-    under the key (``rows`` None for a record older than that field)."""
+    same body), conflict (the key was used with another body), missing (no comparison), stale
+    (a model was added since the chunk was validated) or full (the comparison holds too many
+    bytes of chunks; ``sequence`` is then the bytes it holds). For a duplicate or conflict,
+    ``sequence`` and ``rows`` are those of the chunk first recorded under the key (``rows`` None
+    for a record older than that field)."""
 
     status: str
     sequence: int
@@ -177,10 +178,11 @@ class Comparisons:
 
     async def ingest(
         self, cid: str, block: bytes, rows: int, digest: str, idempotency_key: str | None,
-        models: int,
+        models: int, max_bytes: int,
     ) -> Ingested:
         """Record and queue a chunk in one step, unless the comparison no longer has the
-        ``models`` models it was validated against (status ``stale``)."""
+        ``models`` models it was validated against (status ``stale``) or the block would take
+        the chunk blocks it holds past ``max_bytes`` (status ``full``)."""
         keys = self.keys(cid)
         status, sequence, recorded = await self._ingest(
             keys=[keys.meta, keys.stream, keys.idempotency(idempotency_key or "")],
@@ -194,6 +196,7 @@ class Comparisons:
                 "1" if idempotency_key else "0",
                 models,
                 bytes.fromhex(digest),
+                max_bytes,
             ],
         )
         return Ingested(status.decode(), int(sequence), int(recorded) if recorded else None)

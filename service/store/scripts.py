@@ -25,11 +25,13 @@ return 1
 
 # KEYS: meta, stream, idempotency key (may be unused).
 # ARGV: digest (hex), block, rows, ttl ms, work channel, comparison id, use idempotency ('1'/'0'),
-# the number of models the chunk was validated against, digest (raw bytes).
+# the number of models the chunk was validated against, digest (raw bytes), the most bytes of
+# chunk blocks the comparison may hold (meta field 'bytes' counts those accepted).
 # An idempotency record is one string, "sequence:rows:<raw digest>" (a hash with the hex digest
 # before; those are still read until they expire).
 # Returns {status, sequence, rows}: accepted | duplicate | conflict | missing | stale (a model
-# was added since the chunk was validated: validate it again); for a duplicate or a conflict the
+# was added since the chunk was validated: validate it again) | full (the block would take the
+# comparison past its bytes: {'full', bytes held, ''}); for a duplicate or a conflict the
 # sequence and rows of the chunk first recorded under the key ('' rows for a record written
 # before rows were kept).
 INGEST = """
@@ -51,6 +53,9 @@ if ARGV[7] == '1' then
 end
 local models = redis.call('HGET', KEYS[1], 'models')
 if models and tonumber(models) ~= tonumber(ARGV[8]) then return {'stale', 0, ''} end
+local held = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
+if held + #ARGV[2] > tonumber(ARGV[10]) then return {'full', held, ''} end
+redis.call('HINCRBY', KEYS[1], 'bytes', #ARGV[2])
 local seq = redis.call('HINCRBY', KEYS[1], 'next_seq', 1)
 redis.call('XADD', KEYS[2], '*', 'sequence', seq, 'rows', ARGV[3], 'block', ARGV[2])
 if ARGV[7] == '1' then

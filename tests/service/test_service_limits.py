@@ -271,3 +271,33 @@ def test_a_chunk_validated_before_a_model_was_added_is_validated_again(
         assert stored(server, cid) == before
         good = client.post(f"/v1/comparisons/{cid}/chunks", json={"x": [[0.0]], "y": [2.0]})
         assert good.status_code == 202
+
+
+def test_chunks_past_the_comparisons_bytes_are_422_and_change_nothing(
+    start_server: StartServer,
+) -> None:
+    # a chunk block is 9 header bytes plus rows × (x columns + y) × 8: 169 B for 10 rows of x_dim 1
+    server = start_server("local", max_comparison_bytes=400)
+    with server.client() as client:
+        body = {"name": "c", "models": [regression("a", 1)], "x_dim": 1,
+                "estimator": {"method": "exact"}}
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        chunk = {"x": [[float(i)] for i in range(10)], "y": [0.5 * i for i in range(10)]}
+        path = f"/v1/comparisons/{cid}/chunks"
+        first = client.post(path, json=chunk, headers={"Idempotency-Key": "first"})
+        assert first.status_code == 202
+        assert client.post(f"{path}?wait=true", json=chunk).status_code == 200  # 338 B held
+        before = stored(server, cid)
+        response = client.post(path, json=chunk)
+        assert_limit(response, "max_comparison_bytes")
+        assert response.json()["error"]["details"] == {
+            "limit": "max_comparison_bytes", "value": 507, "allowed": 400}
+        assert "338" in response.json()["error"]["message"]
+        assert stored(server, cid) == before
+        # a retry of an accepted chunk is still answered as its duplicate, and a chunk that fits
+        # is still taken
+        again = client.post(path, json=chunk, headers={"Idempotency-Key": "first"})
+        assert again.status_code == 202 and again.json()["duplicate"] is True
+        small = client.post(f"{path}?wait=true", json={"x": [[1.0]], "y": [2.0]})
+        assert small.status_code == 200
+        assert small.json()["models"][0]["n_observations"] == 21

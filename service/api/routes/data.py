@@ -60,7 +60,8 @@ async def ingest_chunk(
         meta = await store.meta(cid)
         block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
         status, sequence, recorded = await store.ingest(cid, block, rows, block_digest(block),
-                                                        idempotency_key, len(meta.spec.models))
+                                                        idempotency_key, len(meta.spec.models),
+                                                        settings.max_comparison_bytes)
         if status != "stale":
             break
     else:
@@ -68,6 +69,8 @@ async def ingest_chunk(
                        {"id": cid})
     if status == "missing":
         raise not_found(cid)
+    if status == "full":
+        raise comparison_full(sequence, len(block), settings.max_comparison_bytes)
     if status == "conflict":
         raise ApiError(409, "idempotency_conflict",
                        f"this Idempotency-Key was used with a different body (chunk {sequence}, "
@@ -95,6 +98,16 @@ async def ingest_chunk(
         return JSONResponse({**accepted, "processed": False, "status": evidence["status"],
                              "status_reason": evidence["status_reason"]}, status_code=202)
     return JSONResponse({**evidence, "duplicate": accepted["duplicate"]}, status_code=200)
+
+
+def comparison_full(held: int, block: int, allowed: int) -> ApiError:
+    """422 ``limit_exceeded``: the chunk would take the comparison's stored chunks past
+    ``max_comparison_bytes``."""
+    return ApiError(422, "limit_exceeded",
+                    f"the comparison holds {held:,} bytes of chunks and this one adds {block:,}: "
+                    f"over the limit max_comparison_bytes = {allowed:,} "
+                    "(MODELCOMPARE_MAX_COMPARISON_BYTES); start a new comparison",
+                    {"limit": "max_comparison_bytes", "value": held + block, "allowed": allowed})
 
 
 @router.get("/evidence", response_class=Response, responses={
