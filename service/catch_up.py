@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from estimators import Deadline
 from service.engine import Runner
 from service.store.queue import Snapshot
 from service.window import advance
@@ -13,17 +14,24 @@ log = logging.getLogger("modelcompare.worker")
 
 
 def catch_up(runner: Runner, snap: Snapshot, summary: dict[str, Any], history: Any,
-             batch_chunks: int, window_rows: int) -> Any:
-    """Replay stored blocks (each with its own sequence) for a model added mid-stream;
+             batch_chunks: int, window_rows: int, budget: float) -> Any:
+    """Replay stored blocks (each with its own sequence) for a model added mid-stream, at most
+    ``batch_chunks`` of them and no more once ``budget`` seconds have passed, so that a long
+    replay holds the worker no longer than one live update may; a block whose own update takes
+    longer than ``budget`` fails the model (``BudgetExceeded``), like a live chunk that does.
     ``window_rows``: the rows W of its windowed evidence (service/window.py)."""
     state = runner.load(snap.states[runner.name])
-    target = min(snap.sequence, summary["sequence"] + batch_chunks)
+    first = summary["sequence"] + 1
+    target = min(snap.sequence, first + batch_chunks - 1)
+    step = Deadline.after(budget)
     try:
-        for sequence in range(summary["sequence"] + 1, target + 1):
+        for sequence in range(first, target + 1):
+            if sequence > first and step.passed():
+                break
             rows = history.block(sequence - 1)
             if rows.count:
                 state, info = runner.update(state, rows, history.prefix(sequence - 1),
-                                            sequence)
+                                            sequence, Deadline.after(budget))
                 summary.update(runner.summary(state, info))
                 advance(summary, window_rows)
             summary["sequence"] = sequence

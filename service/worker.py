@@ -203,7 +203,8 @@ class Worker:
             if summary["catching_up"]:
                 states[name] = state_to_bytes(catch_up(runners[name], snap, summary, history,
                                                        self.settings.batch_chunks,
-                                                       self.settings.evidence_window_rows))
+                                                       self.settings.evidence_window_rows,
+                                                       self.settings.update_budget))
         sequence, block, error = snap.sequence, b"", snap.evidence["last_error"]
         n_observations, trace, seconds = snap.evidence["n_observations"], None, None
         skipped = snap.evidence.get("skipped_chunks", 0)

@@ -1,0 +1,67 @@
+"""Catch-up of a model added mid-stream (service/catch_up.py): a replay step holds the worker no
+longer than one live update may, and a replayed chunk past the update budget fails the model."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from estimators import BudgetExceeded, Deadline, Progress, Rows
+from service.catch_up import catch_up
+from service.store.history import BlockHistory
+from service.store.queue import Snapshot
+
+
+class SlowRunner:
+    """A runner whose update of a chunk takes ``seconds`` and counts the rows absorbed; it
+    raises ``BudgetExceeded`` when that is past the deadline it was given."""
+
+    name = "late"
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.deadlines: list[Deadline | None] = []
+
+    def load(self, state: bytes) -> int:
+        return int(state)
+
+    def update(self, state: int, rows: Rows, history: Any, sequence: int,
+               deadline: Deadline | None = None) -> tuple[int, None]:
+        self.deadlines.append(deadline)
+        time.sleep(self.seconds)
+        if deadline is not None and deadline.passed():
+            raise BudgetExceeded(Progress(0, None, 0))
+        return state + rows.count, None
+
+    def summary(self, state: int, info: None) -> dict[str, Any]:
+        return {"n_observations": state, "log_evidence": 0.0, "log_evidence_stderr": 0.0}
+
+
+def replay(runner: SlowRunner, chunks: int, budget: float) -> tuple[int, dict[str, Any]]:
+    history = BlockHistory(1, has_y=False)
+    for _ in range(chunks):
+        history.append(Rows(torch.zeros(3, 1, dtype=torch.float64), None))
+    snap = Snapshot(spec=None, version=1, sequence=chunks, evidence={},  # type: ignore[arg-type]
+                    states={runner.name: b"0"})
+    summary: dict[str, Any] = {"sequence": 0, "catching_up": True}
+    state = catch_up(runner, snap, summary, history, batch_chunks=chunks, window_rows=100,
+                     budget=budget)
+    return state, summary
+
+
+def test_a_replay_step_stops_once_the_update_budget_has_passed() -> None:
+    runner = SlowRunner(0.3)
+    state, summary = replay(runner, chunks=8, budget=0.5)
+    # the first chunk ends near 0.3 s, the second starts before 0.5 s: no third one this step
+    assert (state, summary["sequence"], summary["catching_up"]) == (6, 2, True)
+    assert all(deadline is not None for deadline in runner.deadlines)
+    assert "failed" not in summary
+
+
+def test_a_replayed_chunk_past_the_budget_fails_the_model_and_keeps_its_state() -> None:
+    runner = SlowRunner(0.2)
+    state, summary = replay(runner, chunks=4, budget=0.1)
+    assert state == 0 and summary["catching_up"] is False
+    assert summary["failed"].startswith("BudgetExceeded: the update ran past its deadline")
