@@ -22,6 +22,11 @@ GradFn = Callable[[Tensor], Tensor]
 DIVERGED = 1e3  # whitened distance (in posterior spreads) past which a trajectory has diverged
 
 
+class Trajectories(NamedTuple):
+    position: Tensor  # (M, D) where each trajectory ended, or its start where it diverged
+    diverged: Tensor  # (M,) bool: undone as diverged
+
+
 class SGHMCParams(NamedTuple):
     lr: float  # η = lr / n (identity) or lr with the particle covariance as inverse mass
     friction: float  # α: momentum decay per step
@@ -55,8 +60,8 @@ def sghmc_move(
     steps: int,
     generator: torch.Generator,
     gradient_noise: Tensor | None = None,
-) -> Tensor:
-    """``steps`` SGHMC steps from ``theta`` (M, D) with a fresh momentum; returns new positions.
+) -> Trajectories:
+    """``steps`` SGHMC steps from ``theta`` (M, D) with a fresh momentum: the new positions.
 
     ``scale`` is L with M⁻¹ = L Lᵀ. ``gradient_noise`` is a factor G L (M, R, D) of each
     particle's whitened gradient-noise covariance, LᵀV_mL = (G_m L)ᵀ G_m L
@@ -84,7 +89,7 @@ def sghmc_move(
     # geometrically) is undone like a rejected HMC proposal. In the whitened metric a healthy
     # trajectory travels about steps·√(η D) spreads; one that travelled DIVERGED has blown up.
     kept = torch.isfinite(theta).all(-1) & (travelled < DIVERGED)
-    return torch.where(kept[:, None], theta, start)
+    return Trajectories(torch.where(kept[:, None], theta, start), ~kept)
 
 
 def standard_normal(

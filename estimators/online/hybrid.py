@@ -10,6 +10,7 @@ the nested log Ẑ and its variance as its running totals.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -42,6 +43,7 @@ class HybridInfo:
     reanchors: int
     surprises: int
     acceptance_rate: float  # of the SG-AIS moves, or of the nested run's constrained moves
+    diverged_fraction: float  # of SG-AIS's SGHMC trajectories (``SGAISInfo``); NaN when nested
 
 
 def from_sgais(info: SGAISInfo) -> HybridInfo:
@@ -87,6 +89,7 @@ def nested_update(
         reanchors=0,
         surprises=0,
         acceptance_rate=result.acceptance_rate,
+        diverged_fraction=math.nan,
     )
     return new_state, info
 
@@ -129,6 +132,7 @@ def update(
         reanchors=later.reanchors,
         surprises=later.surprises,
         acceptance_rate=later.acceptance_rate,
+        diverged_fraction=later.diverged_fraction,
     )
 
 

@@ -93,10 +93,10 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
             noise = noise_at(theta.to(dtype))
             if dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
                 noise = noise_at(theta)  # beyond float32's range (3e38): in the state's dtype
-        return Moved(
-            sghmc_move(theta, grad, step, mass, params.friction, params.steps, generator, noise),
-            (),
+        moved = sghmc_move(
+            theta, grad, step, mass, params.friction, params.steps, generator, noise
         )
+        return Moved(moved.position, (), float(moved.diverged.double().mean()))
 
     return move
 

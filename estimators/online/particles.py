@@ -262,6 +262,15 @@ def absorb_piece(
     )
 
 
+def diverged_fraction(reports: tuple[PieceReport, ...]) -> float:
+    """Mean fraction of unadjusted (SGHMC) trajectories undone as diverged over a chunk's
+    steps (NaN if none ran)."""
+    fractions = [
+        info.diverged for report in reports for info in report.steps if info.diverged is not None
+    ]
+    return sum(fractions) / len(fractions) if fractions else math.nan
+
+
 def accepted_fraction(reports: tuple[PieceReport, ...]) -> float:
     """Mean acceptance over every Metropolis-tested transition of a chunk (NaN if none)."""
     rates = [rate for report in reports for info in report.steps for rate in info.acceptance]

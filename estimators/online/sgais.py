@@ -44,6 +44,10 @@ class SGAISInfo:
     reanchors: int  # control-variate anchors (re)set
     surprises: int  # pieces followed by extra moves (``surprise``)
     acceptance_rate: float  # mean Metropolis acceptance of the tested moves (NaN if none)
+    # fraction of the SGHMC trajectories undone as diverged (NaN if none ran): near 0 on healthy
+    # streams; a large one means the moves are not moving the particles, and log Z and its
+    # standard error are not to be trusted (benchmarks/README.md, "sorted mixture")
+    diverged_fraction: float
 
 
 def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, ...]) -> SGAISInfo:
@@ -61,6 +65,7 @@ def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, 
         reanchors=sum(r.reanchored for r in reports),
         surprises=sum(r.surprised for r in reports),
         acceptance_rate=particles.accepted_fraction(reports),
+        diverged_fraction=particles.diverged_fraction(reports),
     )
 
 

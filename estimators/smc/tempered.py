@@ -43,6 +43,8 @@ class TemperedState(NamedTuple):
 class Moved(NamedTuple):
     particles: Tensor  # (M, D)
     acceptance: tuple[float, ...]  # mean acceptance of each Metropolis-tested transition
+    # fraction of the unadjusted trajectories undone as diverged (None: no such trajectories)
+    diverged: float | None = None
 
 
 class Move(Protocol):
@@ -79,6 +81,7 @@ class StepInfo(NamedTuple):
     # the selection, and the selection's ancestor indices (None: not resampled)
     reweighted_log_weights: Tensor | None = None
     ancestors: Tensor | None = None
+    diverged: float | None = None  # the move's ``Moved.diverged``
 
 
 def start(smc: TemperedSMC, particles: Tensor, log_weights: Tensor) -> TemperedState:
@@ -120,6 +123,7 @@ def step(
         moved.acceptance,
         log_weights,
         selected.ancestors,
+        moved.diverged,
     )
 
 

@@ -38,7 +38,7 @@ def _whitened_covariance(corrected: bool, lr: float) -> tuple[torch.Tensor, floa
             theta = result.position
             accepted.append(float(result.test.accept.double().mean()))
         else:
-            theta = sghmc_move(theta, grad, lr, factor, 0.1, 10, g)
+            theta = sghmc_move(theta, grad, lr, factor, 0.1, 10, g).position
         if move >= BURN_IN:
             white = torch.linalg.solve_triangular(factor, (theta - mean).T, upper=False).T
             covariances.append(torch.cov(white.T))

@@ -122,7 +122,7 @@ def _second_moment(noise_friction: bool, seed: int) -> torch.Tensor:
         noise = None
         if noise_friction:
             noise = gradient_noise(model, theta, strata, past.anchor, g, factor, 20)
-        theta = sghmc_move(theta, grad, 0.3, factor, 0.1, 10, g, noise)
+        theta = sghmc_move(theta, grad, 0.3, factor, 0.1, 10, g, noise).position
         if move >= BURN_IN:
             white = torch.linalg.solve_triangular(factor, (theta - mean).T, upper=False).T
             moments.append(white.T @ white / len(white))
@@ -180,5 +180,7 @@ def test_a_diverging_trajectory_is_undone_and_the_others_kept() -> None:
         return -position * torch.tensor([[1.0], [1e-4]], dtype=torch.float64) * 400.0
 
     moved = sghmc_move(theta, grad, 0.1, scale, 0.1, 40, g)
-    assert torch.equal(moved[0], theta[0])  # blown up (travelled far past DIVERGED): undone
-    assert not torch.equal(moved[1], theta[1]) and torch.isfinite(moved[1]).all()
+    assert moved.diverged.tolist() == [True, False]
+    assert torch.equal(moved.position[0], theta[0])  # blown up (past DIVERGED): undone
+    assert not torch.equal(moved.position[1], theta[1])
+    assert torch.isfinite(moved.position[1]).all()

@@ -191,3 +191,18 @@ def test_ess_of_the_state_matches_the_last_update() -> None:
     assert tracker.estimator.ess(tracker.state) == pytest.approx(32.0)
     info = tracker.update([[0.5, -0.2]] * 30, [1.0] * 30)
     assert tracker.estimator.ess(tracker.state) == pytest.approx(info.ess)
+
+
+def test_the_diverged_fraction_reports_sghmc_trajectories_undone(stream) -> None:
+    """NaN while the moves are exact HMC; after the full-batch phase near 0 at the default
+    learning rate, and most trajectories undone at one far too large for the posterior."""
+    model, x, y = stream("linear_regression", 300, 0)
+    healthy = OnlineEvidence(model, seed=0, full_batch_rows=100)
+    reckless = OnlineEvidence(model, seed=0, full_batch_rows=100, lr=10.0)
+    for start in range(0, 300, 100):
+        rows = x[start : start + 100], y[start : start + 100]
+        calm, wild = healthy.update(*rows), reckless.update(*rows)
+        if start == 0:
+            assert math.isnan(calm.diverged_fraction) and math.isnan(wild.diverged_fraction)
+    assert calm.diverged_fraction < 0.01
+    assert wild.diverged_fraction > 0.5
