@@ -18,6 +18,7 @@ from service.api.ingest import json_body, parse_chunk, parse_query
 from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights, returns
 from service.engine import runner_for
 from service.evidence import mix, prediction_json
+from service.limits import LimitExceeded
 from service.schemas import PredictIn
 from service.store.codec import block_digest
 
@@ -101,13 +102,12 @@ async def ingest_chunk(
 
 
 def comparison_full(held: int, block: int, allowed: int) -> ApiError:
-    """422 ``limit_exceeded``: the chunk would take the comparison's stored chunks past
-    ``max_comparison_bytes``."""
-    return ApiError(422, "limit_exceeded",
-                    f"the comparison holds {held:,} bytes of chunks and this one adds {block:,}: "
-                    f"over the limit max_comparison_bytes = {allowed:,} "
-                    "(MODELCOMPARE_MAX_COMPARISON_BYTES); start a new comparison",
-                    {"limit": "max_comparison_bytes", "value": held + block, "allowed": allowed})
+    """422 ``limit_exceeded`` (``LimitExceeded``, as for every limit): the chunk would take the
+    comparison's stored chunks past ``max_comparison_bytes``."""
+    exc = LimitExceeded("max_comparison_bytes", held + block, allowed,
+                        f"bytes of chunks ({held:,} held, this chunk {block:,}; start a new "
+                        "comparison)")
+    return ApiError(422, "limit_exceeded", str(exc), exc.details)
 
 
 @router.get("/evidence", response_class=Response, responses={
