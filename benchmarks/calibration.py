@@ -135,10 +135,11 @@ def reference(family: str, data: Rows, key: str, cache: dict[str, Any]) -> dict[
 
 
 def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
-    """One stream through SG-AIS; log Ẑ, both standard errors, and the seconds the genealogy
-    variance took as a fraction of the updates'."""
+    """One stream through SG-AIS; log Ẑ, both standard errors, the seconds the genealogy
+    variance took as a fraction of the updates', and the largest fraction of SGHMC trajectories
+    one update undid as diverged (``diverged_fraction``; 0 where every move was exact)."""
     tracker = OnlineEvidence(build(family), seed=seed, **settings)
-    delta_variance, update_seconds = 0.0, 0.0
+    delta_variance, update_seconds, diverged = 0.0, 0.0, 0.0
     genealogy = Timed(particle_loop.eve_variance)
     particle_loop.eve_variance = genealogy  # type: ignore[assignment]
     try:
@@ -148,10 +149,12 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
             info = tracker.update(part.x, part.y)
             update_seconds += time.perf_counter() - begin
             delta_variance += info.delta_method_variance
+            if not math.isnan(info.diverged_fraction):
+                diverged = max(diverged, info.diverged_fraction)
     except EstimatorError as error:  # counted as a failed run of its cell, not a crash
         return {"log_z": math.nan, "stderr": math.nan, "stderr_delta": math.nan,
                 "seconds": update_seconds, "genealogy_fraction": math.nan,
-                "failed": f"row {start}: {error}"}
+                "max_diverged_fraction": diverged, "failed": f"row {start}: {error}"}
     finally:
         particle_loop.eve_variance = genealogy.function  # type: ignore[assignment]
     return {
@@ -160,6 +163,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "stderr_delta": math.sqrt(delta_variance),
         "seconds": update_seconds,
         "genealogy_fraction": genealogy.seconds / update_seconds,
+        "max_diverged_fraction": diverged,
     }
 
 
@@ -304,7 +308,7 @@ def main() -> None:
                 print(
                     f"{family:8s} {stream:7s} {index:2d} error {record['error']:+7.2f} "
                     f"stderr {result['stderr']:.2f} (delta {result['stderr_delta']:.2f}) "
-                    f"{result['seconds']:.1f} s"
+                    f"{result['seconds']:.1f} s, diverged ≤ {result['max_diverged_fraction']:.2f}"
                     + (
                         f"; main error {result['main_error']:+7.2f} ± {result['main_stderr']:.2f}"
                         if args.baseline

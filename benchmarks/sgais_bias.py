@@ -12,7 +12,10 @@ log Ẑ − log Z_ref at checkpoints, log Z_ref from ``run_laplace_is`` on the s
     python benchmarks/sgais_bias.py --settings default "defaults before"
     python benchmarks/sgais_bias.py --quick              # 2e3 rows, 2 seeds
 
-Writes results/sgais_bias_<model>.json.
+Writes results/sgais_bias_<model>.json, or ``--output NAME`` (results/NAME.json).
+
+    python benchmarks/sgais_bias.py --model mixture --rows 1000000 --seeds 5 \
+        --settings default --output sgais_bias_mixture_1e6   # issue 18's 1e6 figure
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="2e3 rows, 2 seeds")
+    parser.add_argument("--output", help="results/<name>.json (default sgais_bias_<model>)")
     args = parser.parse_args()
     if args.quick:
         args.rows, args.seeds = 2_000, 2
@@ -142,7 +146,7 @@ def main() -> None:
         "summary": summary,
         "runs": runs,
     }
-    print(f"\nwrote {write_json('sgais_bias_' + args.model, payload)}")
+    print(f"\nwrote {write_json(args.output or 'sgais_bias_' + args.model, payload)}")
 
 
 if __name__ == "__main__":

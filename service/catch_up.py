@@ -6,7 +6,9 @@ import logging
 from typing import Any
 
 from estimators import Deadline
+from service.core.config import Settings
 from service.engine import Runner
+from service.reliability import observe
 from service.store.queue import Snapshot
 from service.window import advance
 
@@ -14,15 +16,17 @@ log = logging.getLogger("modelcompare.worker")
 
 
 def catch_up(runner: Runner, snap: Snapshot, summary: dict[str, Any], history: Any,
-             batch_chunks: int, window_rows: int, budget: float) -> Any:
+             settings: Settings) -> Any:
     """Replay stored blocks (each with its own sequence) for a model added mid-stream, at most
-    ``batch_chunks`` of them and no more once ``budget`` seconds have passed, so that a long
-    replay holds the worker no longer than one live update may; a block whose own update takes
-    longer than ``budget`` fails the model (``BudgetExceeded``), like a live chunk that does.
-    ``window_rows``: the rows W of its windowed evidence (service/window.py)."""
+    ``settings.batch_chunks`` of them and no more once ``settings.update_budget`` seconds have
+    passed, so that a long replay holds the worker no longer than one live update may; a block
+    whose own update takes longer than the budget fails the model (``BudgetExceeded``), like a
+    live chunk that does. Each replayed block advances the summary's windowed evidence and
+    reliability record as a live update does."""
     state = runner.load(snap.states[runner.name])
     first = summary["sequence"] + 1
-    target = min(snap.sequence, first + batch_chunks - 1)
+    target = min(snap.sequence, first + settings.batch_chunks - 1)
+    budget = settings.update_budget
     step = Deadline.after(budget)
     try:
         for sequence in range(first, target + 1):
@@ -33,7 +37,8 @@ def catch_up(runner: Runner, snap: Snapshot, summary: dict[str, Any], history: A
                 state, info = runner.update(state, rows, history.prefix(sequence - 1),
                                             sequence, Deadline.after(budget))
                 summary.update(runner.summary(state, info))
-                advance(summary, window_rows)
+                advance(summary, settings.evidence_window_rows)
+                observe(summary, settings.diverged_warning_fraction)
             summary["sequence"] = sequence
     except Exception as exc:
         log.exception("model %s failed while catching up", runner.name)

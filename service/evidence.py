@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from models import Prediction
+from service import reliability
 from service.schemas import ComparisonSpec
 from service.window import bayes_factors
 
@@ -64,6 +65,7 @@ def evidence_body(
             "family": m.family,
             "elbo": None,  # MC-CAVI lower bound (service/engine.py); null where none
             "window": None,  # windowed evidence (service/window.py); null before the first chunk
+            "reliability": reliability.initial(),  # service/reliability.py
             **models[m.name],
             "prior_probability": priors[m.name],
             "posterior_probability": probabilities.get(m.name),
@@ -149,8 +151,10 @@ def mix(parts: list[tuple[float, Prediction]]) -> dict[str, Any]:
 
 def trace_point(summary: dict[str, Any]) -> dict[str, Any]:
     """One model's point of the trace (GET /history): log Z ± stderr and n, and the diagnostics
-    the dashboard plots, ESS (one decimal, as shown) and the update's annealing steps."""
+    the dashboard plots, ESS (one decimal, as shown), the update's annealing steps and the
+    fraction of its SGHMC trajectories undone as diverged (null while its moves are exact)."""
     ess, info = summary["ess"], summary.get("info") or {}
     return {**{k: summary[k] for k in ("log_evidence", "log_evidence_stderr", "n_observations")},
             "ess": None if ess is None else round(ess, 1),
-            "annealing_steps": info.get("annealing_steps")}
+            "annealing_steps": info.get("annealing_steps"),
+            "diverged_fraction": info.get("diverged_fraction")}

@@ -31,6 +31,7 @@ from service.housekeeping import Housekeeping
 from service.lease import Lease, held
 from service.metrics import Metrics
 from service.parallel import ModelTasks
+from service.reliability import observe
 from service.scheduling import Schedule
 from service.store.codec import decode_block, empty_block
 from service.store.connection import SyncClient
@@ -202,9 +203,7 @@ class Worker:
         for name, summary in models.items():
             if summary["catching_up"]:
                 states[name] = state_to_bytes(catch_up(runners[name], snap, summary, history,
-                                                       self.settings.batch_chunks,
-                                                       self.settings.evidence_window_rows,
-                                                       self.settings.update_budget))
+                                                       self.settings))
         sequence, block, error = snap.sequence, b"", snap.evidence["last_error"]
         n_observations, trace, seconds = snap.evidence["n_observations"], None, None
         skipped = snap.evidence.get("skipped_chunks", 0)
@@ -229,6 +228,7 @@ class Worker:
                     states[name] = result.state
                     models[name].update(result.summary)
                     advance(models[name], self.settings.evidence_window_rows)
+                    observe(models[name], self.settings.diverged_warning_fraction)
             else:
                 block = empty_block(snap.spec.x_dim, snap.spec.has_y)
                 message = "skipped by the operator" if dead_letter is None else dead_letter.error

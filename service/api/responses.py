@@ -52,6 +52,19 @@ class WindowEvidence(Body):
     best: str | None = Field(description="the model with the largest windowed log Z")
 
 
+class Reliability(Body):
+    reliable: bool = Field(
+        description="false for good once an update's SGHMC moves diverged past "
+        "MODELCOMPARE_DIVERGED_WARNING_FRACTION: log Z may then be off by more than its stderr"
+    )
+    reason: str | None = Field(description="why not reliable, or null")
+    max_diverged_fraction: float = Field(
+        description="the largest fraction of one update's SGHMC trajectories undone as diverged"
+    )
+    diverged_updates: int = Field(description="updates whose fraction exceeded the threshold")
+    first_diverged_at: int | None = Field(description="rows seen after the first such update")
+
+
 class ModelEvidence(Body):
     name: str
     family: str
@@ -70,6 +83,7 @@ class ModelEvidence(Body):
     window: WindowEvidence | None = Field(
         description="windowed evidence of the last rows; null before the first chunk"
     )
+    reliability: Reliability
 
 
 class Evidence(Body):

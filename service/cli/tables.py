@@ -11,7 +11,8 @@ from rich.table import Table
 def evidence_table(evidence: dict[str, Any]) -> Table:
     """One row per model: log Z ± stderr, log Z / n, P(model | data), rows, ESS, state; an
     ELBO column when a model has one (a lower bound on log Z of the rows it covers). A model
-    that has seen no row shows "—", not a log Z of 0."""
+    that has seen no row shows "—", not a log Z of 0; one whose moves diverged (its
+    ``reliability``) shows "unreliable" in its state, and the reason under the table."""
     status = evidence.get("status") or "ok"
     models = evidence["models"]
     elbo = any(m.get("elbo") is not None for m in models)
@@ -20,8 +21,7 @@ def evidence_table(evidence: dict[str, Any]) -> Table:
         notes.append("ELBO: a lower bound on log Z of the rows it covers; \"(of k rows)\" marks "
                      "one that covers fewer rows than log Z: compare it with log Z at k rows")
     table = Table(title=f"{evidence['n_observations']} rows, {evidence['sequence']} chunks, "
-                  f"version {evidence['version']}, status {status}",
-                  caption="\n".join(notes) or None)
+                  f"version {evidence['version']}, status {status}")
     headers = ["model", "log Z", "± stderr", "log Z / n", "P(model | data)", "rows", "ESS",
                *(["ELBO"] if elbo else []), "state"]
     for column in headers:
@@ -32,6 +32,10 @@ def evidence_table(evidence: dict[str, Any]) -> Table:
         seen = n > 0 and m["log_evidence"] is not None
         state = ("failed" if m.get("failed") else f"catching up ({n}/{evidence['n_observations']})"
                  if m.get("catching_up") else "current")
+        reliability = m.get("reliability") or {}
+        if reliability.get("reliable") is False and not m.get("failed"):
+            state += ", unreliable"
+            notes.append(f"{m['name']} unreliable: {reliability['reason']}")
         cells = [m["name"], _fixed(m["log_evidence"] if seen else None, 2),
                  _fixed(m["log_evidence_stderr"] if seen else None, 2),
                  _fixed(m["log_evidence"] / n if seen else None, 4),
@@ -40,6 +44,7 @@ def evidence_table(evidence: dict[str, Any]) -> Table:
             cells.append(_elbo(m))
         table.add_row(*cells, state,
                       style="bold green" if probability == max(probabilities) > 0 else "")
+    table.caption = "\n".join(notes) or None
     return table
 
 

@@ -74,8 +74,9 @@ class Routes(Generic[T]):
 
     @endpoint("GET", "/v1/comparisons/{cid}/evidence")
     def evidence(self, cid: str) -> Call:
-        """Per model log Z ± stderr, n, ESS, P(model | data), and ``window``: log p(last W rows |
-        earlier rows) ± stderr with the windowed log Bayes factor vs the best model; version,
+        """Per model log Z ± stderr, n, ESS, P(model | data), ``window``: log p(last W rows |
+        earlier rows) ± stderr with the windowed log Bayes factor vs the best model, and
+        ``reliability`` (false for good once the model's SGHMC moves diverged); version,
         sequence, status."""
         return Call()
 

@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     batch_chunks: int = Field(default=16, ge=1)  # chunks a worker applies per lease
     # rows of the windowed evidence log p(last W rows | earlier rows) (service/window.py)
     evidence_window_rows: int = Field(default=5000, ge=1, le=10**9)
+    # An update that undoes more than this fraction of its SGHMC trajectories as diverged marks
+    # the model's log Z unreliable for good (service/reliability.py).
+    diverged_warning_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     history_cache: int = Field(default=16, ge=1)  # comparisons whose history a worker caches
     # intra-op threads; None: torch's default, except `modelcompare worker`, which uses 1
     torch_threads: int | None = Field(default=None, ge=1)

@@ -266,11 +266,18 @@
       } else if (isCatchingUp(m, evidence)) {
         out.push(["warn", `Catching up: model ${m.name} has seen ${m.n_observations} of ${evidence.n_observations} rows; it joins the probabilities when it has seen them all.`]);
       }
+      if (!m.failed && isUnreliable(m)) out.push(["warn", `Model ${m.name} unreliable: ${m.reliability.reason}`]);
     }
     if (evidence.n_observations === 0) {
       out.push(["info", `No data yet. Post a chunk to /v1/comparisons/${view.cid}/chunks (or run modelcompare ingest) and the charts fill in live.`]);
     }
     return out;
+  }
+
+  // service/reliability.py: once an update's SGHMC moves diverged, log Z may be off by more
+  // than its error bar, for good.
+  function isUnreliable(m) {
+    return m.reliability != null && m.reliability.reliable === false;
   }
 
   function isCatchingUp(m, evidence) {
@@ -363,6 +370,7 @@
       if (m.failed) state.append(element("span", "failed", "badge bad"));
       else if (isCatchingUp(m, evidence)) state.append(element("span", `catching up ${m.n_observations}/${evidence.n_observations}`, "badge warn"));
       else state.append(element("span", "current", "badge"));
+      if (!m.failed && isUnreliable(m)) state.append(" ", element("span", "unreliable", "badge warn"));
       row.append(state);
       return row;
     }));

@@ -2,7 +2,9 @@
 
 A point as the API shows it names every field of every model; stored, the names are positional:
 ``[sequence, version, n_observations, compute_seconds, [[model, *MODEL_FIELDS values], ...]]``,
-about half the bytes for two models. Points stored as objects by earlier versions still read.
+about half the bytes for two models. Points stored as objects by earlier versions still read;
+so do arrays stored before the later fields of ``MODEL_FIELDS`` were added (those read null) and,
+during a rolling upgrade, arrays a newer worker wrote with fields added after these (left out).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import json
 from typing import Any
 
 MODEL_FIELDS = ("log_evidence", "log_evidence_stderr", "n_observations", "ess",
-                "annealing_steps")
+                "annealing_steps", "diverged_fraction")
 
 
 def encode_point(point: dict[str, Any]) -> str:
@@ -29,5 +31,8 @@ def decode_point(raw: bytes | str) -> dict[str, Any]:
     sequence, version, n_observations, seconds, models = stored
     return {"sequence": sequence, "version": version, "n_observations": n_observations,
             "compute_seconds": seconds,
-            "models": {name: dict(zip(MODEL_FIELDS, values, strict=True))
-                       for name, *values in models}}
+            "models": {name: _model_fields(values) for name, *values in models}}
+
+
+def _model_fields(values: list[Any]) -> dict[str, Any]:
+    return {field: values[i] if i < len(values) else None for i, field in enumerate(MODEL_FIELDS)}

@@ -64,6 +64,7 @@ def test_exact_loop_matches_the_conjugate_oracle(server: Server) -> None:
         assert trace["sequence"] == [1, 2, 3]
         # the diagnostics the dashboard plots are stored too (exact: no particles, no steps)
         assert trace["ess"] == [None] * 3 and trace["annealing_steps"] == [None] * 3
+        assert trace["diverged_fraction"] == [None] * 3
         assert all(p["compute_seconds"] > 0 for p in history["points"])
         first = exact_log_evidence(CONFIGS["right"], x[:100], y[:100], COLUMNS["right"])
         assert trace["log_evidence"][0] == pytest.approx(first, rel=1e-10)

@@ -10,6 +10,7 @@ import torch
 
 from estimators import BudgetExceeded, Deadline, Progress, Rows
 from service.catch_up import catch_up
+from service.core.config import Settings
 from service.store.history import BlockHistory
 from service.store.queue import Snapshot
 
@@ -46,8 +47,8 @@ def replay(runner: SlowRunner, chunks: int, budget: float) -> tuple[int, dict[st
     snap = Snapshot(spec=None, version=1, sequence=chunks, evidence={},  # type: ignore[arg-type]
                     states={runner.name: b"0"})
     summary: dict[str, Any] = {"sequence": 0, "catching_up": True}
-    state = catch_up(runner, snap, summary, history, batch_chunks=chunks, window_rows=100,
-                     budget=budget)
+    settings = Settings(batch_chunks=chunks, evidence_window_rows=100, update_budget=budget)
+    state = catch_up(runner, snap, summary, history, settings)
     return state, summary
 
 

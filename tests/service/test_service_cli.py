@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet
 import pytest
 import yaml
+from rich.console import Console
 from service_helpers import by_name, chunks, comparison_body, exact_log_evidence, regression_data
 from service_server import (
     LOCAL_REDIS,
@@ -39,6 +40,7 @@ from service_server import (
 )
 
 from service.cli import main
+from service.cli.tables import evidence_table
 from service.client import Client, ModelCompareError
 from service.core.config import Settings
 from service.embedded import DataFolderInUse, EmbeddedRedis
@@ -570,3 +572,22 @@ def test_a_demo_in_a_folder_a_server_holds_refuses(tmp_path: Path,
                           f" is using the data folder {tmp_path.resolve()}, and its embedded "
                           "Redis cannot be shared.")
     EmbeddedRedis(tmp_path).close()  # free again once closed
+
+
+def test_an_unreliable_model_says_so_in_the_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model whose moves diverged (service/reliability.py): "unreliable" in its state, and
+    the reason under the table; the reliable one shows neither."""
+    reason = "2 update(s) undid more than 10% of their SGHMC trajectories as diverged"
+    models = [{"name": name, "log_evidence": -10.0, "log_evidence_stderr": 0.5,
+               "n_observations": 40, "posterior_probability": 0.5, "ess": 60.0,
+               "reliability": {"reliable": name == "calm", "reason": None if name == "calm"
+                               else reason}} for name in ("calm", "wild")]
+    evidence = {"n_observations": 40, "sequence": 1, "version": 2, "status": "ok",
+                "models": models}
+    console = Console(record=True, width=160)
+    console.print(evidence_table(evidence))
+    lines = console.export_text().splitlines()
+    calm, wild = (next(line for line in lines if f" {name} " in line) for name in ("calm", "wild"))
+    assert calm.split("│")[-2].strip() == "current"
+    assert wild.split("│")[-2].strip() == "current, unreliable"
+    assert f"wild unreliable: {reason}" in " ".join(" ".join(lines).split())

@@ -274,11 +274,12 @@ def test_an_elbo_over_fewer_rows_is_marked(page: Page, console_errors: list[str]
     assert console_errors == []
 
 
-def test_catching_up_and_degraded_states_are_spelled_out(
+def test_catching_up_degraded_and_unreliable_states_are_spelled_out(
     page: Page, console_errors: list[str], embedded_server: Server
 ) -> None:
     """The websocket is answered by the test with the contract's shapes: a model lagging the
-    comparison's rows and a degraded status."""
+    comparison's rows, one whose moves diverged (service/reliability.py) and a degraded
+    status."""
     server = embedded_server
     with server.client() as client:
         cid = client.post("/v1/comparisons", json=comparison_body("exact")).json()["id"]
@@ -287,6 +288,9 @@ def test_catching_up_and_degraded_states_are_spelled_out(
                "ess": 64.0, "posterior_probability": [0.9, 0.1, None][i], "elbo": None}
               for i, m in enumerate(snapshot["models"])]
     models[2].update(n_observations=20, catching_up=True)
+    reason = "1 update(s) undid more than 10% of their SGHMC trajectories as diverged"
+    models[1]["reliability"] = {"reliable": False, "reason": reason, "diverged_updates": 1,
+                                "max_diverged_fraction": 0.9, "first_diverged_at": 40}
     degraded = {**snapshot, "version": 3, "sequence": 2, "n_observations": 40, "models": models,
                 "status": "degraded", "status_reason": "chunk 2 was dead-lettered: bad rows"}
 
@@ -302,6 +306,11 @@ def test_catching_up_and_degraded_states_are_spelled_out(
                for n in notices)
     lagging = page.locator("#evidence-table tr[data-model=wrong_noise] td:last-child")
     assert lagging.inner_text() == "catching up 20/40"
+    assert f"Model too_few unreliable: {reason}" in notices
+    marked = page.locator("#evidence-table tr[data-model=too_few] td:last-child")
+    assert marked.inner_text() == "current unreliable"
+    assert page.locator("#evidence-table tr[data-model=right] td:last-child").inner_text() == (
+        "current")
     assert console_errors == []
 
 

@@ -34,7 +34,8 @@ _CHUNK_BODY = {
 
 
 # Per model in every trace point (service/worker.py writes them).
-TRACE_FIELDS = ("n_observations", "log_evidence", "log_evidence_stderr", "ess", "annealing_steps")
+TRACE_FIELDS = ("n_observations", "log_evidence", "log_evidence_stderr", "ess", "annealing_steps",
+                "diverged_fraction")
 
 
 @router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY,
@@ -114,7 +115,9 @@ def comparison_full(held: int, block: int, allowed: int) -> ApiError:
     200: {"model": Evidence, "description": "the newest committed evidence"},
     **error_responses(404, 503)})
 async def get_evidence(cid: str, store: StoreDep) -> Response:
-    """Per model: log_evidence, log_evidence_stderr, n_observations, ess, posterior_probability."""
+    """Per model: log_evidence, log_evidence_stderr, n_observations, ess, posterior_probability,
+    the windowed evidence (``window``) and whether log Z deserves its error bar
+    (``reliability``)."""
     return Response(await store.evidence_raw(cid), media_type="application/json")
 
 
@@ -131,7 +134,8 @@ async def get_weights(cid: str, store: StoreDep) -> dict[str, Any]:
 @router.get("/history", **returns(History), responses=error_responses(404, 503))
 async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     """Evidence trace per model, one point per applied chunk (for plots): n, log Z ± stderr,
-    ESS and annealing steps per model, and the estimator time of each chunk (``points``).
+    ESS, annealing steps and the fraction of SGHMC trajectories undone as diverged per model,
+    and the estimator time of each chunk (``points``).
     Points stored before those diagnostics were recorded carry null for them."""
     points = await store.trace(cid)
     models: dict[str, dict[str, list[Any]]] = {}
