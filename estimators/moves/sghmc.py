@@ -110,12 +110,17 @@ def noise_friction(
     The ceiling keeps the total friction at most 1 (no velocity sign flips); where it binds the
     noisiest direction of that particle stays hotter than π by the clipped amount. B̂ is kept as
     the smaller of the D × D matrix and its R × D factor U, in ``gradient_noise``'s dtype (the
-    moves' gradient precision, ``online.precision``); u and B̂u are in the state's.
+    moves' gradient precision, ``online.precision``); u and B̂u are in the state's. A particle
+    whose noise is not finite even in float64 (its gradients overflow, so its trajectory
+    diverges and is undone) gets no extra friction: no eigensolver converges on it.
     """
     if gradient_noise.dtype != torch.float64 and not bool(
         torch.isfinite(gradient_noise.square().sum((1, 2))).all()
     ):
         gradient_noise = gradient_noise.to(torch.float64)  # its squares overflow float32
+    finite = torch.isfinite(gradient_noise.square().sum((1, 2)))
+    if not bool(finite.all()):
+        gradient_noise = torch.where(finite[:, None, None], gradient_noise, 0.0)
     rows, dim = gradient_noise.shape[1:]
     if dim > rows:
         factor = (0.5 * step) ** 0.5 * gradient_noise  # U: (M, R, D)

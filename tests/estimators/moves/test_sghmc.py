@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -167,6 +169,23 @@ def test_extra_friction_applies_eta_lt_v_l_over_two_capped_at_the_ceiling(rows: 
     applied = noise_friction(noise @ scale, 0.2, 0.9)(velocity)
     torch.testing.assert_close(applied, torch.einsum("md,mde->me", velocity, expected))
     assert float(top[0]) < 0.9 < float(top[1:].min())
+
+
+@pytest.mark.parametrize("rows", [3, 12])
+@pytest.mark.parametrize("bad", [math.inf, math.nan, 1e200])
+def test_a_particle_whose_noise_is_not_finite_gets_no_extra_friction(rows: int,
+                                                                     bad: float) -> None:
+    """Seen on a sorted mixture stream at lr 0.01: one particle of 256 with overflowing
+    gradients made the eigensolver fail (LinAlgError) and the whole update with it. Its friction
+    is left out; the other particles' is as before."""
+    g = torch.Generator().manual_seed(rows)
+    noise = torch.randn(3, rows, 6, generator=g, dtype=torch.float64)
+    velocity = torch.randn(3, 6, generator=g, dtype=torch.float64)
+    expected = noise_friction(noise[1:], 0.2, 0.9)(velocity[1:])
+    noise[0, 0, 0] = bad  # 1e200: its square overflows float64
+    applied = noise_friction(noise, 0.2, 0.9)(velocity)
+    assert torch.equal(applied[0], torch.zeros(6, dtype=torch.float64))
+    torch.testing.assert_close(applied[1:], expected)
 
 
 def test_a_diverging_trajectory_is_undone_and_the_others_kept() -> None:
