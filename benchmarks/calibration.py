@@ -54,6 +54,7 @@ from estimators.data.history import Rows
 from estimators.data.rng import derive_seed
 from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
 from models import GaussianMixture, LinearRegression, LogisticRegression, Model
+from service.core.config import Settings
 
 CHUNK, CHANGES = 500, (1_000, 5_000)
 # main before issue 18: delta-method stderr, re-anchoring on growth only, no extra moves, the
@@ -61,6 +62,8 @@ CHUNK, CHANGES = 500, (1_000, 5_000)
 MAIN = {"standard_error": "delta", "anchor_drift": 1000.0, "surprise_moves": 0,
         "surprise_ess_target": 0.8, "surprise_move_steps": 20}
 COVERAGE_TARGET, RMS_Z_RANGE = 0.90, (0.85, 1.15)
+# an update past this fraction of diverged trajectories marks a model unreliable in the service
+DIVERGED_WARNING = Settings.model_fields["diverged_warning_fraction"].default
 FAMILIES = ("linear", "logistic", "mixture")
 STREAMS = ("iid", "ordered")
 
@@ -137,9 +140,11 @@ def reference(family: str, data: Rows, key: str, cache: dict[str, Any]) -> dict[
 def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
     """One stream through SG-AIS; log Ẑ, both standard errors, the seconds the genealogy
     variance took as a fraction of the updates', and the largest fraction of SGHMC trajectories
-    one update undid as diverged (``diverged_fraction``; 0 where every move was exact)."""
+    one update undid as diverged (``diverged_fraction``; 0 where every move was exact) with the
+    rows seen when it first exceeded the service's warning threshold (``flagged_at``; None:
+    never, so the service would report the run's log Z as reliable)."""
     tracker = OnlineEvidence(build(family), seed=seed, **settings)
-    delta_variance, update_seconds, diverged = 0.0, 0.0, 0.0
+    delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
     genealogy = Timed(particle_loop.eve_variance)
     particle_loop.eve_variance = genealogy  # type: ignore[assignment]
     try:
@@ -151,10 +156,13 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
             delta_variance += info.delta_method_variance
             if not math.isnan(info.diverged_fraction):
                 diverged = max(diverged, info.diverged_fraction)
+                if flagged_at is None and info.diverged_fraction > DIVERGED_WARNING:
+                    flagged_at = tracker.n_observations
     except EstimatorError as error:  # counted as a failed run of its cell, not a crash
         return {"log_z": math.nan, "stderr": math.nan, "stderr_delta": math.nan,
                 "seconds": update_seconds, "genealogy_fraction": math.nan,
-                "max_diverged_fraction": diverged, "failed": f"row {start}: {error}"}
+                "max_diverged_fraction": diverged, "flagged_at": flagged_at,
+                "failed": f"row {start}: {error}"}
     finally:
         particle_loop.eve_variance = genealogy.function  # type: ignore[assignment]
     return {
@@ -164,6 +172,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "seconds": update_seconds,
         "genealogy_fraction": genealogy.seconds / update_seconds,
         "max_diverged_fraction": diverged,
+        "flagged_at": flagged_at,
     }
 
 
@@ -309,6 +318,7 @@ def main() -> None:
                     f"{family:8s} {stream:7s} {index:2d} error {record['error']:+7.2f} "
                     f"stderr {result['stderr']:.2f} (delta {result['stderr_delta']:.2f}) "
                     f"{result['seconds']:.1f} s, diverged ≤ {result['max_diverged_fraction']:.2f}"
+                    + (f" (flagged at row {result['flagged_at']})" if result["flagged_at"] else "")
                     + (
                         f"; main error {result['main_error']:+7.2f} ± {result['main_stderr']:.2f}"
                         if args.baseline
