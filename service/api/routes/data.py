@@ -21,6 +21,7 @@ from service.evidence import mix, prediction_json
 from service.limits import LimitExceeded
 from service.schemas import PredictIn
 from service.store.codec import block_digest
+from service.store.trace import MODEL_FIELDS
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 
@@ -31,11 +32,6 @@ _CHUNK_BODY = {
         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChunkIn"}}},
     }
 }
-
-
-# Per model in every trace point (service/worker.py writes them).
-TRACE_FIELDS = ("n_observations", "log_evidence", "log_evidence_stderr", "ess", "annealing_steps",
-                "diverged_fraction")
 
 
 @router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY,
@@ -141,9 +137,9 @@ async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     models: dict[str, dict[str, list[Any]]] = {}
     for point in points:
         for name, value in point["models"].items():
-            series = models.setdefault(name, {"sequence": [], **{k: [] for k in TRACE_FIELDS}})
+            series = models.setdefault(name, {"sequence": [], **{k: [] for k in MODEL_FIELDS}})
             series["sequence"].append(point["sequence"])
-            for key in TRACE_FIELDS:
+            for key in MODEL_FIELDS:
                 series[key].append(value.get(key))
     return {"models": models, "points": points}
 
