@@ -38,7 +38,9 @@ def catch_up(runner: Runner, snap: Snapshot, summary: dict[str, Any], history: A
                                             sequence, Deadline.after(budget))
                 summary.update(runner.summary(state, info))
                 advance(summary, settings.evidence_window_rows)
-                observe(summary, settings.diverged_warning_fraction)
+                if observe(summary, settings.diverged_warning_fraction):
+                    log.warning("model %s unreliable: %s", runner.name,
+                                summary["reliability"]["reason"])
             summary["sequence"] = sequence
     except Exception as exc:
         log.exception("model %s failed while catching up", runner.name)

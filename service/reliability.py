@@ -26,11 +26,13 @@ def initial() -> dict[str, Any]:
     }
 
 
-def observe(summary: dict[str, Any], threshold: float) -> None:
+def observe(summary: dict[str, Any], threshold: float) -> bool:
     """Fold the summary's last update (``info.diverged_fraction``) into its ``reliability``
-    record (in place). An update counts as diverged when its fraction exceeds ``threshold``;
-    ``first_diverged_at`` is the rows seen after the first such update."""
+    record (in place); True when this update is the one that marked the model. An update counts
+    as diverged when its fraction exceeds ``threshold``; ``first_diverged_at`` is the rows seen
+    after the first such update."""
     record = {**initial(), **(summary.get("reliability") or {})}
+    was_reliable = record["diverged_updates"] == 0
     fraction = (summary.get("info") or {}).get("diverged_fraction")
     if fraction is not None:
         record["max_diverged_fraction"] = max(record["max_diverged_fraction"], fraction)
@@ -47,3 +49,4 @@ def observe(summary: dict[str, Any], threshold: float) -> None:
             "posterior, and log Z may be off by more than its standard error"
         )
     summary["reliability"] = record
+    return was_reliable and not record["reliable"]

@@ -228,7 +228,9 @@ class Worker:
                     states[name] = result.state
                     models[name].update(result.summary)
                     advance(models[name], self.settings.evidence_window_rows)
-                    observe(models[name], self.settings.diverged_warning_fraction)
+                    if observe(models[name], self.settings.diverged_warning_fraction):
+                        log.warning("comparison %s: model %s unreliable: %s", cid, name,
+                                    models[name]["reliability"]["reason"])
             else:
                 block = empty_block(snap.spec.x_dim, snap.spec.has_y)
                 message = "skipped by the operator" if dead_letter is None else dead_letter.error

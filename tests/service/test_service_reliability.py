@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from service_helpers import chunks, comparison_body, regression_data, wait_for_sequence
 from service_server import StartServer
 
@@ -14,7 +15,9 @@ from service.reliability import initial, observe
 def updated(summary: dict[str, Any], n: int, fraction: float | None,
             threshold: float = 0.1) -> dict[str, Any]:
     summary.update(n_observations=n, info={"diverged_fraction": fraction})
-    observe(summary, threshold)
+    before = summary.get("reliability", initial())["reliable"]
+    marked = observe(summary, threshold)
+    assert marked == (before and not summary["reliability"]["reliable"])
     return summary["reliability"]
 
 
@@ -42,9 +45,10 @@ def test_one_diverged_update_marks_the_model_for_good() -> None:
 
 
 def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
-        start_server: StartServer) -> None:
+        start_server: StartServer, caplog: pytest.LogCaptureFixture) -> None:
     """Linear regressions with SGHMC from row 101: at the default learning rate every model stays
-    reliable; at lr 10 (far too large for the posterior) the second chunk marks each of them."""
+    reliable; at lr 10 (far too large for the posterior) the second chunk marks each of them,
+    and the worker logs it once per model."""
     server = start_server("embedded")
     x, y = regression_data(300)
     with server.client() as client:
@@ -68,3 +72,6 @@ def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
         assert model["log_evidence"] is not None  # log Z carries on, marked
         fractions = found["reckless"][1][model["name"]]["diverged_fraction"]
         assert fractions[0] is None and min(fractions[1:]) > 0.1  # chunk 1: exact moves
+    warnings = [r.getMessage() for r in caplog.records if "unreliable" in r.getMessage()]
+    assert sorted(w.split(": ")[1] for w in warnings) == [
+        "model right unreliable", "model too_few unreliable", "model wrong_noise unreliable"]
