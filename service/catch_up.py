@@ -38,9 +38,7 @@ def catch_up(runner: Runner, snap: Snapshot, summary: dict[str, Any], history: A
                                             sequence, Deadline.after(budget))
                 summary.update(runner.summary(state, info))
                 advance(summary, settings.evidence_window_rows)
-                if observe(summary, settings.diverged_warning_fraction):
-                    log.warning("model %s unreliable: %s", runner.name,
-                                summary["reliability"]["reason"])
+                observe(summary, settings.diverged_warning_fraction)
             summary["sequence"] = sequence
     except Exception as exc:
         log.exception("model %s failed while catching up", runner.name)

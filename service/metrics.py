@@ -26,6 +26,12 @@ class Metrics:
             "Model updates computed for a chunk another worker applies (parallel models)",
             registry=self.registry,
         )
+        self.marked_unreliable = Counter(
+            "modelcompare_models_marked_unreliable",
+            "Models an update marked unreliable: their SGHMC moves diverged (README, "
+            "'Divergence warnings')",
+            registry=self.registry,
+        )
         self.update_seconds = Histogram(
             "modelcompare_update_seconds",
             "Time to apply one chunk to every model, commit included",
@@ -40,7 +46,9 @@ class Metrics:
         )
 
     def observe(self, commit: Commit, seconds: float) -> None:
-        """A worker's commit: its time, and whether it applied or dead-lettered a chunk."""
+        """A worker's commit: its time, whether it applied or dead-lettered a chunk, and the
+        models it marked unreliable."""
+        self.marked_unreliable.inc(len(commit.marked_unreliable))  # catch-up steps too
         if not commit.entry_id:
             return
         self.update_seconds.observe(seconds)

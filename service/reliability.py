@@ -26,13 +26,11 @@ def initial() -> dict[str, Any]:
     }
 
 
-def observe(summary: dict[str, Any], threshold: float) -> bool:
+def observe(summary: dict[str, Any], threshold: float) -> None:
     """Fold the summary's last update (``info.diverged_fraction``) into its ``reliability``
-    record (in place); True when this update is the one that marked the model. An update counts
-    as diverged when its fraction exceeds ``threshold``; ``first_diverged_at`` is the rows seen
-    after the first such update."""
+    record (in place). An update counts as diverged when its fraction exceeds ``threshold``;
+    ``first_diverged_at`` is the rows seen after the first such update."""
     record = {**initial(), **(summary.get("reliability") or {})}
-    was_reliable = record["diverged_updates"] == 0
     fraction = (summary.get("info") or {}).get("diverged_fraction")
     if fraction is not None:
         record["max_diverged_fraction"] = max(record["max_diverged_fraction"], fraction)
@@ -49,4 +47,8 @@ def observe(summary: dict[str, Any], threshold: float) -> bool:
             "posterior, and log Z may be off by more than its standard error"
         )
     summary["reliability"] = record
-    return was_reliable and not record["reliable"]
+
+
+def reliable(summary: dict[str, Any]) -> bool:
+    """Whether a model summary is unmarked (those stored before the record existed are)."""
+    return bool((summary.get("reliability") or initial())["reliable"])

@@ -31,7 +31,7 @@ from service.housekeeping import Housekeeping
 from service.lease import Lease, held
 from service.metrics import Metrics
 from service.parallel import ModelTasks
-from service.reliability import observe
+from service.reliability import observe, reliable
 from service.scheduling import Schedule
 from service.store.codec import decode_block, empty_block
 from service.store.connection import SyncClient
@@ -167,6 +167,8 @@ class Worker:
                 continue
             commits += 1
             self.schedule.succeeded(cid)
+            for name, why in commit.marked_unreliable.items():
+                log.warning("comparison %s: model %s unreliable: %s", cid, name, why)
             if self.metrics is not None:
                 self.metrics.observe(commit, time.perf_counter() - started)
             if commit.halt:
@@ -198,6 +200,7 @@ class Worker:
         """
         history = self.cache.get(cid, snap.spec.x_dim, snap.spec.has_y, snap.sequence)
         models = model_summaries(snap.evidence)
+        unmarked = {name for name, summary in models.items() if reliable(summary)}
         runners = {m.name: runner_for(snap.spec, m) for m in snap.spec.models}
         states: dict[str, bytes] = {}
         for name, summary in models.items():
@@ -228,9 +231,7 @@ class Worker:
                     states[name] = result.state
                     models[name].update(result.summary)
                     advance(models[name], self.settings.evidence_window_rows)
-                    if observe(models[name], self.settings.diverged_warning_fraction):
-                        log.warning("comparison %s: model %s unreliable: %s", cid, name,
-                                    models[name]["reliability"]["reason"])
+                    observe(models[name], self.settings.diverged_warning_fraction)
             else:
                 block = empty_block(snap.spec.x_dim, snap.spec.has_y)
                 message = "skipped by the operator" if dead_letter is None else dead_letter.error
@@ -259,6 +260,8 @@ class Worker:
             catching_up=sum(bool(s["catching_up"]) for s in models.values()),
             status_reason=reason,
             dead_letter=dead_letter,
+            marked_unreliable={name: models[name]["reliability"]["reason"] for name in unmarked
+                               if not reliable(models[name])},
         )
 
     def _give_up(self, cid: str, snap: Snapshot, entry: Entry,

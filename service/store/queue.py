@@ -66,6 +66,8 @@ class Commit:
     status_reason: str | None = None
     halt: bool = False  # record the dead letter and stop on the entry instead of applying it
     dead_letter: DeadLetter | None = None
+    # models this step marked unreliable (service/reliability.py), with the reason
+    marked_unreliable: dict[str, str] = field(default_factory=dict)
 
 
 class Queue:

@@ -9,15 +9,13 @@ import pytest
 from service_helpers import chunks, comparison_body, regression_data, wait_for_sequence
 from service_server import StartServer
 
-from service.reliability import initial, observe
+from service.reliability import initial, observe, reliable
 
 
 def updated(summary: dict[str, Any], n: int, fraction: float | None,
             threshold: float = 0.1) -> dict[str, Any]:
     summary.update(n_observations=n, info={"diverged_fraction": fraction})
-    before = summary.get("reliability", initial())["reliable"]
-    marked = observe(summary, threshold)
-    assert marked == (before and not summary["reliability"]["reliable"])
+    observe(summary, threshold)
     return summary["reliability"]
 
 
@@ -27,6 +25,7 @@ def test_healthy_and_exact_updates_leave_the_model_reliable() -> None:
     record = updated(summary, 200, 0.02)
     assert record == {**initial(), "max_diverged_fraction": 0.02}
     assert updated(summary, 300, 0.1)["reliable"] is True  # at the threshold: not past it
+    assert reliable(summary) and reliable({})  # {}: stored before the record existed
 
 
 def test_one_diverged_update_marks_the_model_for_good() -> None:
@@ -38,7 +37,7 @@ def test_one_diverged_update_marks_the_model_for_good() -> None:
     assert "more than 10% of their SGHMC trajectories" in record["reason"]
     assert "by row 1000, at most 75%" in record["reason"]
     calm = updated(summary, 1500, 0.0)  # the damage is done: later calm updates clear nothing
-    assert calm == record
+    assert calm == record and not reliable(summary)
     again = updated(summary, 2000, 0.5)
     assert (again["diverged_updates"], again["first_diverged_at"],
             again["max_diverged_fraction"]) == (2, 1000, 0.75)
@@ -48,7 +47,7 @@ def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
         start_server: StartServer, caplog: pytest.LogCaptureFixture) -> None:
     """Linear regressions with SGHMC from row 101: at the default learning rate every model stays
     reliable; at lr 10 (far too large for the posterior) the second chunk marks each of them,
-    and the worker logs it once per model."""
+    and the worker logs it and counts it (GET /metrics) once per model."""
     server = start_server("embedded")
     x, y = regression_data(300)
     with server.client() as client:
@@ -61,6 +60,8 @@ def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
             evidence = wait_for_sequence(client, cid, 3)
             trace = client.get(f"/v1/comparisons/{cid}/history").json()["models"]
             found[name] = evidence["models"], trace
+        metrics = client.get("/metrics").text
+    assert "modelcompare_models_marked_unreliable_total 3.0" in metrics
     for model in found["calm"][0]:
         assert model["reliability"]["reliable"] is True
         assert model["reliability"]["max_diverged_fraction"] < 0.1
