@@ -37,6 +37,7 @@ class SequentialInfo:
     sub_chunks: int
     reanchors: int
     acceptance_rate: float  # of the exact HMC moves (NaN after the exact phase, unless barker)
+    diverged_fraction: float  # of the SGHMC trajectories, undone (NaN if none ran: ``SGAISInfo``)
 
 
 def sequential_info(
@@ -51,6 +52,7 @@ def sequential_info(
         sub_chunks=len(reports),
         reanchors=sum(r.reanchored for r in reports),
         acceptance_rate=particles.accepted_fraction(reports),
+        diverged_fraction=particles.diverged_fraction(reports),
     )
 
 

@@ -193,12 +193,14 @@ def test_ess_of_the_state_matches_the_last_update() -> None:
     assert tracker.estimator.ess(tracker.state) == pytest.approx(info.ess)
 
 
-def test_the_diverged_fraction_reports_sghmc_trajectories_undone(stream) -> None:
+@pytest.mark.parametrize("method", ["sgais", "sequential"])
+def test_the_diverged_fraction_reports_sghmc_trajectories_undone(stream, method: str) -> None:
     """NaN while the moves are exact HMC; after the full-batch phase near 0 at the default
-    learning rate, and most trajectories undone at one far too large for the posterior."""
+    learning rate, and most trajectories undone at one far too large for the posterior. The
+    sequential peer moves with the same SGHMC and reports it too."""
     model, x, y = stream("linear_regression", 300, 0)
-    healthy = OnlineEvidence(model, seed=0, full_batch_rows=100)
-    reckless = OnlineEvidence(model, seed=0, full_batch_rows=100, lr=10.0)
+    healthy = OnlineEvidence(model, method=method, seed=0, full_batch_rows=100)
+    reckless = OnlineEvidence(model, method=method, seed=0, full_batch_rows=100, lr=10.0)
     for start in range(0, 300, 100):
         rows = x[start : start + 100], y[start : start + 100]
         calm, wild = healthy.update(*rows), reckless.update(*rows)
