@@ -114,11 +114,10 @@ def noise_friction(
     whose noise is not finite even in float64 (its gradients overflow, so its trajectory
     diverges and is undone) gets no extra friction: no eigensolver converges on it.
     """
-    if gradient_noise.dtype != torch.float64 and not bool(
-        torch.isfinite(gradient_noise.square().sum((1, 2))).all()
-    ):
-        gradient_noise = gradient_noise.to(torch.float64)  # its squares overflow float32
     finite = torch.isfinite(gradient_noise.square().sum((1, 2)))
+    if gradient_noise.dtype != torch.float64 and not bool(finite.all()):
+        gradient_noise = gradient_noise.to(torch.float64)  # its squares overflow float32
+        finite = torch.isfinite(gradient_noise.square().sum((1, 2)))
     if not bool(finite.all()):
         gradient_noise = torch.where(finite[:, None, None], gradient_noise, 0.0)
     rows, dim = gradient_noise.shape[1:]
