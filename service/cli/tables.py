@@ -7,6 +7,8 @@ from typing import Any
 
 from rich.table import Table
 
+from service.reliability import reliable
+
 
 def evidence_table(evidence: dict[str, Any]) -> Table:
     """One row per model: log Z ± stderr, log Z / n, P(model | data), rows, ESS, state; an
@@ -32,10 +34,9 @@ def evidence_table(evidence: dict[str, Any]) -> Table:
         seen = n > 0 and m["log_evidence"] is not None
         state = ("failed" if m.get("failed") else f"catching up ({n}/{evidence['n_observations']})"
                  if m.get("catching_up") else "current")
-        reliability = m.get("reliability") or {}
-        if reliability.get("reliable") is False and not m.get("failed"):
+        if not m.get("failed") and not reliable(m):
             state += ", unreliable"
-            notes.append(f"{m['name']} unreliable: {reliability['reason']}")
+            notes.append(f"{m['name']} unreliable: {m['reliability']['reason']}")
         cells = [m["name"], _fixed(m["log_evidence"] if seen else None, 2),
                  _fixed(m["log_evidence_stderr"] if seen else None, 2),
                  _fixed(m["log_evidence"] / n if seen else None, 4),
