@@ -16,6 +16,8 @@ Writes results/sgais_bias_<model>.json, or ``--output NAME`` (results/NAME.json)
 
     python benchmarks/sgais_bias.py --model mixture --rows 1000000 --seeds 5 \
         --settings default --output sgais_bias_mixture_1e6   # issue 18's 1e6 figure
+    python benchmarks/sgais_bias.py --model mixture --rows 1000000 --seeds 5 --first-seed 5 \
+        --settings default --output sgais_bias_mixture_1e6_seeds5to9   # five more seeds
 """
 
 from __future__ import annotations
@@ -99,6 +101,7 @@ def main() -> None:
     parser.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--rows", type=int, default=10_000)
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds run: first..first+seeds-1")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="2e3 rows, 2 seeds")
     parser.add_argument("--output", help="results/<name>.json (default sgais_bias_<model>)")
@@ -112,7 +115,7 @@ def main() -> None:
     points = [n for n in points if n in reference]
     runs = []
     for label in args.settings:
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             run = stream(args.model, rows, SETTINGS[label], seed, points)
             gaps = {n: run["log_z"][n][0] - reference[n]["log_z"] for n in points}
             runs.append({"setting": label, "seed": seed, **run, "gap": gaps})
