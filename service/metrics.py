@@ -32,6 +32,12 @@ class Metrics:
             "'Divergence warnings')",
             registry=self.registry,
         )
+        self.failed_models = Counter(
+            "modelcompare_models_failed",
+            "Models that failed and left their comparison: an update raised or lost finiteness "
+            "on every attempt at a chunk (README, 'Poison chunks'), or a catch-up replay did",
+            registry=self.registry,
+        )
         self.update_seconds = Histogram(
             "modelcompare_update_seconds",
             "Time to apply one chunk to every model, commit included",
@@ -47,8 +53,9 @@ class Metrics:
 
     def observe(self, commit: Commit, seconds: float) -> None:
         """A worker's commit: its time, whether it applied or dead-lettered a chunk, and the
-        models it marked unreliable."""
+        models it marked unreliable or failed."""
         self.marked_unreliable.inc(len(commit.marked_unreliable))  # catch-up steps too
+        self.failed_models.inc(len(commit.failed_models))
         if not commit.entry_id:
             return
         self.update_seconds.observe(seconds)

@@ -18,7 +18,7 @@ import math
 import threading
 from typing import Any
 
-from estimators import Deadline, Rows, state_to_bytes
+from estimators import BudgetExceeded, Deadline, Rows, state_to_bytes
 from service.engine import Runner, runner_for
 from service.lease import kept
 from service.schemas import ComparisonSpec
@@ -34,6 +34,8 @@ def update_model(runner: Runner, state: Any, rows: Rows, prefix: Any, sequence: 
     try:
         new_state, info = runner.update(state, rows, prefix, sequence, deadline)
         log_z = runner.estimator.log_evidence(new_state)
+    except BudgetExceeded as exc:
+        return Staged(b"", {}, f"model {runner.name!r}: BudgetExceeded: {exc}", over_budget=True)
     except Exception as exc:  # EstimatorError, bad values, or a bug: all retried
         return Staged(b"", {}, f"model {runner.name!r}: {type(exc).__name__}: {exc}")
     if not math.isfinite(log_z):

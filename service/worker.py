@@ -6,10 +6,13 @@ worker applies a comparison's chunks, in order), claims entries a dead worker le
 the comparison's version: a stale or redelivered write is a no-op.
 
 A chunk whose update fails (in the estimator or around it) is retried up to
-``poison_max_attempts`` times (counted in Redis, across workers), then dead-lettered in the
-commit script: ``poison_policy="halt"`` keeps the last good state and stops on that chunk until
-an operator resumes it (retry or skip); ``"skip"`` commits it as an empty block and goes on.
-Either way the comparison reports itself degraded, never silently.
+``poison_max_attempts`` times (counted in Redis, across workers). Then, with
+``poison_scope="model"``, a failure that lies in some models' own updates fails those models
+(``failed`` in the evidence; they leave the comparison) and the chunk is applied to the others.
+Otherwise, or when no model would be left, it is dead-lettered in the commit script:
+``poison_policy="halt"`` keeps the last good state and stops on that chunk until an operator
+resumes it (retry or skip); ``"skip"`` commits it as an empty block and goes on. Either way the
+comparison reports itself degraded, never silently.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ from service.catch_up import catch_up, catching_up
 from service.core.config import Settings
 from service.engine import runner_for
 from service.evidence import evidence_body, model_summaries, trace_point
-from service.halting import halt_commit
 from service.housekeeping import Housekeeping
 from service.lease import Lease, held
 from service.metrics import Metrics
 from service.parallel import ModelTasks
+from service.poison import ChunkFailed, Poison
 from service.reliability import observe, reliable
 from service.scheduling import Schedule
 from service.store.codec import decode_block, empty_block
@@ -42,14 +45,6 @@ from service.store.work import WorkFinder
 from service.window import advance
 
 log = logging.getLogger("modelcompare.worker")
-
-
-class ChunkFailed(Exception):
-    """An estimator could not absorb a chunk (raised, or its log evidence became non-finite)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
 
 
 class Worker:
@@ -70,6 +65,7 @@ class Worker:
                                 settings.update_budget)
         self.schedule = Schedule(settings.poll_interval, settings.failure_backoff_max)
         self.stopping = threading.Event()  # run's stop: the current update ends the lease
+        self.poison = Poison(self.queue, settings, self.compute)
         self.housekeeping = Housekeeping(self.queue, self.work, settings.housekeeping_interval,
                                          settings.consumer_idle_max)
 
@@ -148,7 +144,7 @@ class Worker:
                 commit = self._compute_counted(cid, snap, entry)
             except ChunkFailed as failure:
                 assert entry is not None
-                given_up = self._give_up(cid, snap, entry, failure)
+                given_up = self.poison.give_up(cid, snap, entry, failure)
                 if given_up is None:
                     self.schedule.failed(cid)
                     return commits  # retried on a later pass, after a back-off
@@ -169,6 +165,9 @@ class Worker:
             self.schedule.succeeded(cid)
             for name, why in commit.marked_unreliable.items():
                 log.warning("comparison %s: model %s unreliable: %s", cid, name, why)
+            for name, why in commit.failed_models.items():
+                log.error("comparison %s: model %s failed and left the comparison: %s", cid,
+                          name, why)
             if self.metrics is not None:
                 self.metrics.observe(commit, time.perf_counter() - started)
             if commit.halt:
@@ -191,16 +190,22 @@ class Worker:
             raise ChunkFailed(f"outside the estimator: {type(exc).__name__}: {exc}") from exc
 
     def compute(self, cid: str, snap: Snapshot, entry: Entry | None,
-                dead_letter: DeadLetter | None = None) -> Commit:
+                dead_letter: DeadLetter | None = None,
+                failing: dict[str, str] | None = None) -> Commit:
         """The commit for one step: catch-up replay of late models, then the chunk (if any).
 
         Raises ``ChunkFailed`` when an estimator cannot absorb the chunk. With ``dead_letter``
         (or when the operator chose to skip this chunk) the chunk is committed as an empty block:
-        the models leave it out, and the comparison reports itself degraded.
+        the models leave it out, and the comparison reports itself degraded. The models in
+        ``failing`` are marked failed with the reason given and leave the comparison before the
+        chunk is applied to the others.
         """
         history = self.cache.get(cid, snap.spec.x_dim, snap.spec.has_y, snap.sequence)
         models = model_summaries(snap.evidence)
         unmarked = {name for name, summary in models.items() if reliable(summary)}
+        had_failed = {name for name, summary in models.items() if summary["failed"]}
+        for name, why in (failing or {}).items():
+            models[name]["failed"] = why
         runners = {m.name: runner_for(snap.spec, m) for m in snap.spec.models}
         states: dict[str, bytes] = {}
         for name, summary in models.items():
@@ -223,9 +228,8 @@ class Worker:
                                                 history.prefix(snap.sequence), sequence,
                                                 alone=bool(states))
                 seconds = time.perf_counter() - started
-                failed = next((r.error for r in updated.values() if r.error), None)
-                if failed is not None:
-                    raise ChunkFailed(failed)
+                if any(r.error for r in updated.values()):
+                    raise ChunkFailed.of(updated)
                 n_observations += rows.count
                 for name, result in updated.items():
                     states[name] = result.state
@@ -262,32 +266,9 @@ class Worker:
             dead_letter=dead_letter,
             marked_unreliable={name: models[name]["reliability"]["reason"] for name in unmarked
                                if not reliable(models[name])},
+            failed_models={name: summary["failed"] for name, summary in models.items()
+                           if summary["failed"] and name not in had_failed},
         )
-
-    def _give_up(self, cid: str, snap: Snapshot, entry: Entry,
-                 failure: ChunkFailed) -> Commit | None:
-        """None while the chunk has attempts left; else the commit that dead-letters it."""
-        attempts = self.queue.record_failure(cid, entry.sequence)
-        limit = self.settings.poison_max_attempts
-        if attempts < limit:
-            log.warning("comparison %s: chunk %d failed (attempt %d of %d): %s", cid,
-                        entry.sequence, attempts, limit, failure.message)
-            return None
-        halt = self.settings.poison_policy == "halt"
-        log.error("comparison %s: chunk %d dead-lettered after %d attempts (%s): %s", cid,
-                  entry.sequence, attempts, "halting" if halt else "skipping it",
-                  failure.message)
-        letter = DeadLetter(failure.message, attempts, "halted" if halt else "skipped",
-                            entry.block)
-        if not halt:
-            try:
-                return self.compute(cid, snap, entry, dead_letter=letter)
-            except (redis.ConnectionError, redis.TimeoutError):
-                raise
-            except Exception:  # it cannot even be skipped (the failure is not the chunk's)
-                log.exception("comparison %s: chunk %d cannot be skipped", cid, entry.sequence)
-                halt, letter = True, DeadLetter(failure.message, attempts, "halted", entry.block)
-        return halt_commit(cid, snap, entry, failure.message, letter)
 
     def _advance(self, cid: str, snap: Snapshot, commit: Commit) -> Snapshot:
         if commit.entry_id:

@@ -74,10 +74,13 @@ class ModelEvidence(Body):
     ess: float | None = Field(description="effective sample size of the particles")
     elbo: float | None = Field(description="MC-CAVI lower bound on log Z, where there is one")
     catching_up: bool = Field(description="added mid-stream and still replaying the history")
-    failed: Any = Field(description="why this model stopped updating, or null")
+    failed: Any = Field(
+        description="why this model stopped updating (a chunk it failed on every attempt, or "
+        "its catch-up replay failed; README 'Poison chunks'), or null"
+    )
     prior_probability: float
     posterior_probability: float | None = Field(
-        description="null while catching up or failed: not comparable yet"
+        description="null while catching up (not comparable yet) or once failed"
     )
     info: dict[str, Any] | None = Field(description="the estimator's diagnostics of its last step")
     window: WindowEvidence | None = Field(

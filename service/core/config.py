@@ -86,6 +86,10 @@ class Settings(BaseSettings):
     # comparison until POST .../resume, "skip" leaves the chunk out and goes on.
     poison_policy: Literal["halt", "skip"] = "halt"
     poison_max_attempts: int = Field(default=3, ge=1)
+    # "model": a chunk that fails only in some models' own updates (they raise or lose
+    # finiteness; not a compute-budget overrun) fails those models after the attempts and goes
+    # on with the others; "chunk": any failure makes the chunk poison for every model.
+    poison_scope: Literal["model", "chunk"] = "model"
 
     @property
     def limits(self) -> Limits:

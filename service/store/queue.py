@@ -68,6 +68,8 @@ class Commit:
     dead_letter: DeadLetter | None = None
     # models this step marked unreliable (service/reliability.py), with the reason
     marked_unreliable: dict[str, str] = field(default_factory=dict)
+    # models this step failed (they left the comparison: ``failed`` in the evidence), with why
+    failed_models: dict[str, str] = field(default_factory=dict)
 
 
 class Queue:

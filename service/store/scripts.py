@@ -254,13 +254,14 @@ return 1
 """
 
 # KEYS: tasks, tasks done, meta. ARGV: sequence, model, state, summary JSON, error ('' for
-# none). Stages one model's result for the chunk (a no-op once the chunk is committed or
-# reopened, or the comparison deleted).
+# none), over budget ('1' when that error is the compute budget running out, else '0'). Stages
+# one model's result for the chunk (a no-op once the chunk is committed or reopened, or the
+# comparison deleted).
 STAGE_TASK = """
 if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
 if redis.call('HGET', KEYS[1], 'sequence') ~= ARGV[1] then return 0 end
 if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[1], 'error:' .. ARGV[2], ARGV[5])
+  redis.call('HSET', KEYS[1], 'error:' .. ARGV[2], ARGV[5], 'over_budget:' .. ARGV[2], ARGV[6])
 else
   redis.call('HSET', KEYS[1], 'state:' .. ARGV[2], ARGV[3], 'summary:' .. ARGV[2], ARGV[4])
 end

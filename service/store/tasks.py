@@ -20,6 +20,9 @@ class Staged:
     state: bytes
     summary: dict[str, Any]
     error: str | None = None
+    # the failure was running past the chunk's compute budget, which the models one worker
+    # computes share: the model it stopped in is not necessarily the slow one
+    over_budget: bool = False
 
 
 class TaskBoard:
@@ -60,7 +63,8 @@ class TaskBoard:
         keys = Keys(self.prefix, cid)
         self._stage(keys=[keys.tasks, keys.tasks_done, keys.meta],
                     args=[sequence, name, result.state,
-                          json.dumps(result.summary, allow_nan=False), result.error or ""])
+                          json.dumps(result.summary, allow_nan=False), result.error or "",
+                          int(result.over_budget)])
 
     def wait(self, cid: str, timeout: float) -> None:
         """Until a staged result lands (or ``timeout`` seconds pass)."""
@@ -69,16 +73,16 @@ class TaskBoard:
     def results(self, cid: str, sequence: int, names: list[str]) -> dict[str, Staged] | None:
         """The results staged so far among ``names``; None when the tasks are for another chunk
         (or none)."""
-        fields = ["sequence"] + [f"{kind}:{n}" for n in names for kind in ("state", "summary",
-                                                                           "error")]
+        kinds = ("state", "summary", "error", "over_budget")
+        fields = ["sequence"] + [f"{kind}:{n}" for n in names for kind in kinds]
         values = self.client.hmget(Keys(self.prefix, cid).tasks, fields)
         if values[0] is None or int(values[0]) != sequence:
             return None
         staged = {}
         for index, name in enumerate(names):
-            state, summary, error = values[1 + 3 * index : 4 + 3 * index]
+            state, summary, error, over_budget = values[1 + 4 * index : 5 + 4 * index]
             if error is not None:
-                staged[name] = Staged(b"", {}, error.decode())
+                staged[name] = Staged(b"", {}, error.decode(), over_budget == b"1")
             elif summary is not None:
                 staged[name] = Staged(state, json.loads(summary))
         return staged

@@ -15,6 +15,7 @@ from service_helpers import comparison_body
 from service_server import Server, StartServer, create_and_ingest, drain, make_worker, states
 
 from service.engine import Runner
+from service.poison import ChunkFailed
 from service.store.keys import Keys
 from service.store.tasks import Staged, TaskBoard
 from service.store.trace import decode_point
@@ -134,3 +135,23 @@ def test_one_heartbeat_keeps_every_task_a_helper_computes(
     assert helped == [2]
     staged = coordinator.results(cid, 1, ["right", "wrong_noise", "too_few"])
     assert staged is not None and sorted(staged) == ["right", "too_few"]
+
+
+def test_a_staged_failure_says_whether_the_budget_ran_out(start_server: StartServer) -> None:
+    """A helper's failed update reaches the coordinator with its reason and whether it ran out
+    of budget; only a failure that is each model's own names the models (service/poison.py)."""
+    server = start_server("embedded", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    with server.client() as client:
+        cid = create_and_ingest(client, comparison_body("sgais", seed=4, **SGAIS), ROWS, CHUNK)
+    block = store.xrange(Keys(prefix, cid).stream, count=1)[0][1][b"block"]
+    board = TaskBoard(store, prefix, "helper")
+    board.open(cid, 1, block, ["right", "wrong_noise"])
+    slow = Staged(b"", {}, "model 'right': BudgetExceeded: late", over_budget=True)
+    broken = Staged(b"", {}, "model 'wrong_noise': EstimatorError: broken")
+    board.stage(cid, 1, "right", slow)
+    board.stage(cid, 1, "wrong_noise", broken)
+    results = board.results(cid, 1, ["right", "wrong_noise"])
+    assert results == {"right": slow, "wrong_noise": broken}
+    assert ChunkFailed.of(results).models == {}
+    assert ChunkFailed.of({"wrong_noise": broken}).models == {"wrong_noise": broken.error}

@@ -20,13 +20,13 @@ from service_helpers import assert_error, by_name, exact_log_evidence, wait_for_
 from service_server import StartServer, drain, make_worker
 
 import service.engine
-from estimators import EstimatorError, Rows
+from estimators import BudgetExceeded, EstimatorError, Progress, Rows
 from service.engine import Runner
 from service.store.keys import Keys
 
 GOOD = {"x": [[0.1], [0.2]], "y": [0.3, 0.1]}
 LATER = {"x": [[-0.4], [1.5]], "y": [0.2, 1.1]}
-NON_FINITE, ESTIMATOR_ERROR, BUG = 555.0, 666.0, 777.0  # markers in y
+NON_FINITE, ESTIMATOR_ERROR, BUG, BUDGET = 555.0, 666.0, 777.0, 888.0  # markers in y
 LINE = {"dim": 1, "noise_std": 1.0, "prior_std": 1.0}
 
 
@@ -197,3 +197,94 @@ def test_a_chunk_over_the_update_budget_is_dead_lettered_with_the_reason(
         assert letter["sequence"] == 1 and letter["attempts"] == 2
         assert "BudgetExceeded" in letter["error"]
         assert store.hgetall(keys.states) == initial  # the last good state: the prior's
+
+
+def create_pair(client: httpx.Client) -> str:
+    """Two identical exact models; only "bad" is made to fail (``failing_model``)."""
+    body = {"name": "pair", "seed": 0, "estimator": {"method": "exact"},
+            "models": [{"name": name, "family": "linear_regression", "config": {"dim": 1}}
+                       for name in ("line", "bad")]}
+    return str(client.post("/v1/comparisons", json=body).json()["id"])
+
+
+@pytest.fixture
+def failing_model(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Model "bad" raises on chunks carrying ESTIMATOR_ERROR, and runs past its budget on
+    chunks carrying BUDGET; "line" absorbs every chunk."""
+    real_update = Runner.update
+
+    def update(self: Runner, state: Any, rows: Rows, *args: Any) -> Any:
+        assert rows.y is not None
+        if self.name == "bad" and ESTIMATOR_ERROR in rows.y:
+            raise EstimatorError("injected: this model cannot absorb the chunk")
+        if self.name == "bad" and BUDGET in rows.y:
+            raise BudgetExceeded(Progress(rows=0, temperature=None, steps=0))
+        return real_update(self, state, rows, *args)
+
+    monkeypatch.setattr(service.engine.Runner, "update", update)
+
+@pytest.mark.usefixtures("failing_model")
+def test_a_model_that_fails_leaves_and_the_others_go_on(start_server: StartServer) -> None:
+    server = start_server("embedded", poison_max_attempts=2)
+    with server.client() as client:
+        cid = create_pair(client)
+        first = post(client, cid, GOOD).json()
+        bad = poison(ESTIMATOR_ERROR)
+        applied = post(client, cid, bad)
+        assert applied.status_code == 200, applied.text
+        evidence = applied.json()
+        assert evidence["sequence"] == 2 and evidence["n_observations"] == 3
+        assert evidence["status"] == "ok" and evidence["halted_at"] is None
+        models = by_name(evidence)
+        assert models["line"]["failed"] is None and models["line"]["n_observations"] == 3
+        assert models["line"]["log_evidence"] == pytest.approx(exact_line(GOOD, bad), rel=1e-12)
+        reason = models["bad"]["failed"]
+        assert reason.startswith("chunk 2: model 'bad': EstimatorError: injected"), reason
+        # its evidence stays where the last chunk it absorbed left it
+        assert models["bad"]["n_observations"] == 2
+        assert models["bad"]["log_evidence"] == by_name(first)["bad"]["log_evidence"]
+        assert models["line"]["posterior_probability"] == 1.0
+        assert models["bad"]["posterior_probability"] is None
+        predicted = client.post(f"/v1/comparisons/{cid}/predict", json={"x": [[0.3]]}).json()
+        parts = {part["name"]: part for part in predicted["models"]}
+        assert predicted["mixture"]["mean"] == parts["line"]["mean"] != parts["bad"]["mean"]
+
+        later = post(client, cid, LATER).json()
+        assert later["sequence"] == 3 and by_name(later)["line"]["n_observations"] == 5
+        assert by_name(later)["bad"]["n_observations"] == 2
+        assert client.get(f"/v1/comparisons/{cid}/dead-letters").json()["dead_letters"] == []
+        attempts = server.redis().hlen(Keys(server.settings.key_prefix, cid).attempts)
+        assert attempts == 0
+        metrics = client.get("/metrics").text
+        assert "modelcompare_models_failed_total 1.0" in metrics
+        assert "modelcompare_chunks_dead_lettered_total 0.0" in metrics
+
+
+@pytest.mark.usefixtures("failing_model")
+def test_a_model_failure_is_the_chunks_with_poison_scope_chunk(
+    start_server: StartServer,
+) -> None:
+    server = start_server("embedded", poison_max_attempts=2, poison_scope="chunk")
+    with server.client() as client:
+        cid = create_pair(client)
+        post(client, cid, GOOD)
+        halted = post(client, cid, poison(ESTIMATOR_ERROR))
+        assert halted.status_code == 202, halted.text
+        evidence = client.get(f"/v1/comparisons/{cid}/evidence").json()
+        assert evidence["halted_at"] == 2 and "EstimatorError" in evidence["status_reason"]
+        assert all(m["failed"] is None for m in evidence["models"])
+
+
+@pytest.mark.usefixtures("failing_model")
+def test_a_budget_overrun_is_the_chunks_not_one_models(start_server: StartServer) -> None:
+    """The models one worker computes share the budget: the one it ran out in is not
+    necessarily the slow one, so no model is failed for it."""
+    server = start_server("embedded", poison_max_attempts=2)
+    with server.client() as client:
+        cid = create_pair(client)
+        post(client, cid, GOOD)
+        halted = post(client, cid, poison(BUDGET))
+        assert halted.status_code == 202, halted.text
+        evidence = client.get(f"/v1/comparisons/{cid}/evidence").json()
+        assert evidence["halted_at"] == 2 and "BudgetExceeded" in evidence["status_reason"]
+        assert all(m["failed"] is None for m in evidence["models"])
