@@ -92,8 +92,8 @@ class Poison:
                 if not summary["catching_up"] and not summary["failed"]}
         failing: dict[str, str] = {}
         while models:
-            failing.update({name: f"chunk {entry.sequence}: {why}"
-                            for name, why in models.items()})
+            for name, why in models.items():
+                failing[name] = f"chunk {entry.sequence}: {why.removeprefix(f'model {name!r}: ')}"
             if live <= failing.keys():
                 return None
             try:
