@@ -14,6 +14,7 @@ import redis
 from service_helpers import comparison_body
 from service_server import Server, StartServer, create_and_ingest, drain, make_worker, states
 
+from estimators import EstimatorError
 from service.engine import Runner
 from service.poison import ChunkFailed
 from service.store.keys import Keys
@@ -155,3 +156,51 @@ def test_a_staged_failure_says_whether_the_budget_ran_out(start_server: StartSer
     assert results == {"right": slow, "wrong_noise": broken}
     assert ChunkFailed.of(results).models == {}
     assert ChunkFailed.of({"wrong_noise": broken}).models == {"wrong_noise": broken.error}
+
+
+def test_a_model_that_fails_in_shared_updates_fails_alone(
+    start_server: StartServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two workers share each chunk's models; "too_few" raises on chunk 3 whichever worker
+    computes it. After the attempts it fails there, and the other models' states are
+    bit-identical to a serial run in which nothing failed (each update is a function of its
+    model's state and of (seed, model, sequence) only)."""
+    server = start_server("local", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    reference = serial_reference(server, seed=9)
+    real_update = Runner.update
+
+    def failing_update(self: Runner, state: Any, rows: Any, history: Any, sequence: int,
+                       *args: Any) -> Any:
+        time.sleep(0.03)  # long enough that the other worker picks up a model meanwhile
+        if self.name == "too_few" and sequence == 3:
+            raise EstimatorError("injected: the particle covariance is not positive definite")
+        return real_update(self, state, rows, history, sequence, *args)
+
+    monkeypatch.setattr(Runner, "update", failing_update)
+    with server.client() as client:
+        cid = create_and_ingest(client, comparison_body("sgais", seed=9, **SGAIS), ROWS, CHUNK)
+    stop = threading.Event()
+    workers = [make_worker(server, f"parallel-{i}", poison_max_attempts=2) for i in range(2)]
+    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    keys = Keys(prefix, cid)
+    try:
+        deadline = time.monotonic() + 120
+        while int(store.hget(keys.meta, "sequence")) < ROWS // CHUNK:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    models = {m["name"]: m for m in json.loads(store.get(keys.evidence))["models"]}
+    assert models["too_few"]["failed"].startswith("chunk 3: EstimatorError: injected")
+    assert models["too_few"]["n_observations"] == 2 * CHUNK
+    assert models["too_few"]["posterior_probability"] is None
+    assert {models[n]["n_observations"] for n in ("right", "wrong_noise")} == {ROWS}
+    done, serial = states(store, keys), states(store, Keys(prefix, reference))
+    for name in (b"right", b"wrong_noise"):
+        assert done[name] == serial[name]
+    assert store.xlen(keys.dead_letters) == 0
