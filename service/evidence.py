@@ -107,6 +107,12 @@ def model_summaries(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {m["name"]: {k: v for k, v in m.items() if k not in derived} for m in body["models"]}
 
 
+def joined_models(models: dict[str, dict[str, Any]]) -> list[str]:
+    """The models that take each new chunk: neither catching up nor failed."""
+    return [name for name, summary in models.items()
+            if not summary["catching_up"] and not summary["failed"]]
+
+
 def _tensor_list(value: torch.Tensor | None) -> list[Any] | None:
     return None if value is None else value.tolist()
 

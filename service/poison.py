@@ -13,16 +13,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-import redis
-
 from service.core.config import Settings
-from service.evidence import evidence_body, model_summaries
+from service.evidence import evidence_body, joined_models, model_summaries
 from service.store.queue import Commit, DeadLetter, Entry, Queue, Snapshot
 from service.store.tasks import Staged
 
 log = logging.getLogger("modelcompare.worker")
 
-# Worker.compute: (comparison, snapshot, entry, dead letter, models to fail) -> the commit
+# Worker._compute_counted: (comparison, snapshot, entry, dead letter, models to fail) -> the
+# commit; any failure (but Redis's) raised as ChunkFailed
 Compute = Callable[[str, Snapshot, Entry, DeadLetter | None, dict[str, str] | None], Commit]
 
 
@@ -75,10 +74,8 @@ class Poison:
         if not halt:
             try:
                 return self.compute(cid, snap, entry, letter, None)
-            except (redis.ConnectionError, redis.TimeoutError):
-                raise
-            except Exception:  # it cannot even be skipped (the failure is not the chunk's)
-                log.exception("comparison %s: chunk %d cannot be skipped", cid, entry.sequence)
+            except ChunkFailed:  # it cannot even be skipped (the failure is not the chunk's)
+                log.error("comparison %s: chunk %d cannot be skipped", cid, entry.sequence)
                 letter = DeadLetter(failure.message, attempts, "halted", entry.block)
         return halt_commit(cid, snap, entry, failure.message, letter)
 
@@ -88,8 +85,7 @@ class Poison:
         fails on it once they are left out fails too (its update is a function of its state and
         the chunk: a retry would fail alike). None when no model would be left or a failure is
         not one model's: the chunk is then poison."""
-        live = {name for name, summary in model_summaries(snap.evidence).items()
-                if not summary["catching_up"] and not summary["failed"]}
+        live = set(joined_models(model_summaries(snap.evidence)))
         failing: dict[str, str] = {}
         while models:
             for name, why in models.items():
@@ -98,14 +94,8 @@ class Poison:
                 return None
             try:
                 return self.compute(cid, snap, entry, None, failing)
-            except ChunkFailed as further:
+            except ChunkFailed as further:  # naming no model when it is not one model's
                 models = further.models
-            except (redis.ConnectionError, redis.TimeoutError):
-                raise
-            except Exception:
-                log.exception("comparison %s: chunk %d failed outside the estimator", cid,
-                              entry.sequence)
-                return None
         return None
 
 

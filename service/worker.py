@@ -28,7 +28,7 @@ from estimators import state_to_bytes
 from service.catch_up import catch_up, catching_up
 from service.core.config import Settings
 from service.engine import runner_for
-from service.evidence import evidence_body, model_summaries, trace_point
+from service.evidence import evidence_body, joined_models, model_summaries, trace_point
 from service.housekeeping import Housekeeping
 from service.lease import Lease, held
 from service.metrics import Metrics
@@ -65,7 +65,7 @@ class Worker:
                                 settings.update_budget)
         self.schedule = Schedule(settings.poll_interval, settings.failure_backoff_max)
         self.stopping = threading.Event()  # run's stop: the current update ends the lease
-        self.poison = Poison(self.queue, settings, self.compute)
+        self.poison = Poison(self.queue, settings, self._compute_counted)
         self.housekeeping = Housekeeping(self.queue, self.work, settings.housekeeping_interval,
                                          settings.consumer_idle_max)
 
@@ -175,11 +175,14 @@ class Worker:
             snap = self._advance(cid, snap, commit)
         return commits
 
-    def _compute_counted(self, cid: str, snap: Snapshot, entry: Entry | None) -> Commit:
+    def _compute_counted(self, cid: str, snap: Snapshot, entry: Entry | None,
+                         dead_letter: DeadLetter | None = None,
+                         failing: dict[str, str] | None = None) -> Commit:
         """``compute``, where a failure outside the estimator (the history cache, a runner, the
-        evidence body) costs the chunk an attempt like an estimator's: never a silent retry."""
+        evidence body) costs the chunk an attempt like an estimator's: never a silent retry. It
+        raises as ``ChunkFailed`` naming no model."""
         try:
-            return self.compute(cid, snap, entry)
+            return self.compute(cid, snap, entry, dead_letter, failing)
         except (ChunkFailed, redis.ConnectionError, redis.TimeoutError):
             raise
         except Exception as exc:
@@ -219,7 +222,7 @@ class Worker:
         if entry is not None:
             sequence, block = entry.sequence, entry.block
             rows = decode_block(entry.block)
-            joined = [n for n, s in models.items() if not s["catching_up"] and not s["failed"]]
+            joined = joined_models(models)
             if dead_letter is None and snap.skip != sequence:
                 started = time.perf_counter()
                 before = {name: states.get(name, snap.states[name]) for name in joined}
