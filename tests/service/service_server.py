@@ -114,5 +114,24 @@ def drain(worker: Worker, store: SyncClient, keys: Keys, sequence: int) -> None:
             time.sleep(0.05)
 
 
+def run_until_applied(workers: list[Worker], store: SyncClient, keys: Keys, sequence: int,
+                      timeout: float) -> None:
+    """Run ``workers`` in threads, as ``Worker.run`` serves in production, until the comparison
+    has applied ``sequence`` chunks (within ``timeout`` seconds); then stop and join them."""
+    stop = threading.Event()
+    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        deadline = time.monotonic() + timeout
+        while int(store.hget(keys.meta, "sequence")) < sequence:
+            assert time.monotonic() < deadline, "the workers did not finish"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+
+
 def states(store: SyncClient, keys: Keys) -> dict[bytes, bytes]:
     return dict(store.hgetall(keys.states))

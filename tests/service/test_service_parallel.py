@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 import redis
 from service_helpers import comparison_body
-from service_server import Server, StartServer, create_and_ingest, drain, make_worker, states
+from service_server import (
+    Server,
+    StartServer,
+    create_and_ingest,
+    drain,
+    make_worker,
+    run_until_applied,
+    states,
+)
 
 from estimators import EstimatorError
 from service.engine import Runner
@@ -65,20 +73,8 @@ def test_shared_model_updates_are_bit_identical_to_serial(
     monkeypatch.setattr(TaskBoard, "stage", counted_stage)
     with server.client() as client:
         cid = create_and_ingest(client, comparison_body("sgais", seed=21, **SGAIS), ROWS, CHUNK)
-    stop = threading.Event()
     workers = [make_worker(server, f"parallel-{i}") for i in range(2)]
-    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
-    for thread in threads:
-        thread.start()
-    try:
-        deadline = time.monotonic() + 120
-        while int(store.hget(Keys(prefix, cid).meta, "sequence")) < ROWS // CHUNK:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
+    run_until_applied(workers, store, Keys(prefix, cid), ROWS // CHUNK, timeout=120)
     assert staged, "no model update was computed by the helping worker"
     assert applied(store, Keys(prefix, cid)) == applied(store, Keys(prefix, reference))
     assert not store.exists(Keys(prefix, cid).tasks)  # the commit cleared the staged results
@@ -180,21 +176,9 @@ def test_a_model_that_fails_in_shared_updates_fails_alone(
     monkeypatch.setattr(Runner, "update", failing_update)
     with server.client() as client:
         cid = create_and_ingest(client, comparison_body("sgais", seed=9, **SGAIS), ROWS, CHUNK)
-    stop = threading.Event()
     workers = [make_worker(server, f"parallel-{i}", poison_max_attempts=2) for i in range(2)]
-    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
-    for thread in threads:
-        thread.start()
     keys = Keys(prefix, cid)
-    try:
-        deadline = time.monotonic() + 120
-        while int(store.hget(keys.meta, "sequence")) < ROWS // CHUNK:
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
+    run_until_applied(workers, store, keys, ROWS // CHUNK, timeout=120)
     models = {m["name"]: m for m in json.loads(store.get(keys.evidence))["models"]}
     assert models["too_few"]["failed"].startswith("chunk 3: EstimatorError: injected")
     assert models["too_few"]["n_observations"] == 2 * CHUNK

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 from service_helpers import assert_error, by_name, exact_log_evidence, wait_for_sequence
-from service_server import StartServer, drain, make_worker
+from service_server import Server, StartServer, drain, make_worker
 
 import service.engine
 from estimators import BudgetExceeded, EstimatorError, Progress, Rows
@@ -260,19 +260,25 @@ def test_a_model_that_fails_leaves_and_the_others_go_on(start_server: StartServe
         assert "modelcompare_chunks_dead_lettered_total 0.0" in metrics
 
 
+def assert_halts_every_model(server: Server, marker: float, error: str) -> None:
+    """Model "bad" fails on the second chunk (``failing_model``): the comparison halts there
+    with ``error`` in the reason, and no model is marked failed."""
+    with server.client() as client:
+        cid = create_pair(client)
+        post(client, cid, GOOD)
+        halted = post(client, cid, poison(marker))
+        assert halted.status_code == 202, halted.text
+        evidence = client.get(f"/v1/comparisons/{cid}/evidence").json()
+        assert evidence["halted_at"] == 2 and error in evidence["status_reason"]
+        assert all(m["failed"] is None for m in evidence["models"])
+
+
 @pytest.mark.usefixtures("failing_model")
 def test_a_model_failure_is_the_chunks_with_poison_scope_chunk(
     start_server: StartServer,
 ) -> None:
     server = start_server("embedded", poison_max_attempts=2, poison_scope="chunk")
-    with server.client() as client:
-        cid = create_pair(client)
-        post(client, cid, GOOD)
-        halted = post(client, cid, poison(ESTIMATOR_ERROR))
-        assert halted.status_code == 202, halted.text
-        evidence = client.get(f"/v1/comparisons/{cid}/evidence").json()
-        assert evidence["halted_at"] == 2 and "EstimatorError" in evidence["status_reason"]
-        assert all(m["failed"] is None for m in evidence["models"])
+    assert_halts_every_model(server, ESTIMATOR_ERROR, "EstimatorError")
 
 
 @pytest.mark.usefixtures("failing_model")
@@ -280,11 +286,4 @@ def test_a_budget_overrun_is_the_chunks_not_one_models(start_server: StartServer
     """The models one worker computes share the budget: the one it ran out in is not
     necessarily the slow one, so no model is failed for it."""
     server = start_server("embedded", poison_max_attempts=2)
-    with server.client() as client:
-        cid = create_pair(client)
-        post(client, cid, GOOD)
-        halted = post(client, cid, poison(BUDGET))
-        assert halted.status_code == 202, halted.text
-        evidence = client.get(f"/v1/comparisons/{cid}/evidence").json()
-        assert evidence["halted_at"] == 2 and "BudgetExceeded" in evidence["status_reason"]
-        assert all(m["failed"] is None for m in evidence["models"])
+    assert_halts_every_model(server, BUDGET, "BudgetExceeded")

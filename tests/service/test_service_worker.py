@@ -4,11 +4,16 @@ test_service_poison.py)."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 from service_helpers import comparison_body
-from service_server import Server, StartServer, create_and_ingest, drain, make_worker, states
+from service_server import (
+    Server,
+    StartServer,
+    create_and_ingest,
+    drain,
+    make_worker,
+    run_until_applied,
+    states,
+)
 
 from service.store.keys import GROUP, Keys
 from service.store.queue import STALE
@@ -33,20 +38,9 @@ def test_two_racing_workers_apply_each_chunk_once(start_server: StartServer) -> 
     store, prefix = server.redis(), server.settings.key_prefix
     reference, raced = reference_and_twin(server, seed=11, rows=160, chunk=20)
     with server.client() as client:
-        stop = threading.Event()
         racers = [make_worker(server, f"racer-{i}", batch_chunks=1) for i in range(2)]
-        threads = [threading.Thread(target=w.run, args=(stop,)) for w in racers]
-        for thread in threads:
-            thread.start()
-        try:
-            deadline = time.monotonic() + 180
-            while client.get(f"/v1/comparisons/{raced}/evidence").json()["sequence"] < 8:
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join()
+        # the commit script writes the applied sequence and the evidence together
+        run_until_applied(racers, store, Keys(prefix, raced), 8, timeout=180)
         evidence = client.get(f"/v1/comparisons/{raced}/evidence").json()
         trace = client.get(f"/v1/comparisons/{raced}/history").json()["points"]
     keys = Keys(prefix, raced)
