@@ -24,7 +24,9 @@ from models import FAMILIES, Model, build_model
 from models.config import FamilyConfig, Integer, integral
 from service.limits import Limits, check_size, state_bytes
 
-NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
+# at least one character that is not a dot: "." and ".." are path segments a URL resolves away
+# (DELETE …/models/.. would reach …/{id}, the comparison itself)
+NAME_PATTERN = r"^[A-Za-z0-9_.\-]*[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
 DEFAULT_METHOD = "sgais"
 # Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
 # would turn a model's evidence into -inf: refused at the door instead of dead-lettered.
@@ -62,7 +64,9 @@ class BaseModelIn(BaseModel):
     of ``models.FAMILIES``, below)."""
 
     model_config = STRICT_JSON
-    name: str = Field(pattern=NAME_PATTERN, description="unique within the comparison")
+    name: str = Field(pattern=NAME_PATTERN, max_length=64,
+                      description="unique within the comparison; letters, digits, _ . - (not "
+                      "dots alone)")
     family: str
     config: FamilyConfig
     columns: list[NonNegative] | None = Field(

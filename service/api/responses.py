@@ -121,6 +121,12 @@ class ModelAdded(Body):
     evidence: Evidence
 
 
+class ModelRemoved(Body):
+    model: str
+    evidence: Evidence = Field(description="the evidence without the model: the probabilities "
+                               "and Bayes factors of the models that remain")
+
+
 class Weights(Body):
     weights: dict[str, float | None] = Field(description="posterior model probabilities")
     version: int

@@ -65,7 +65,7 @@ def endpoint(
         @functools.wraps(build)
         def send(self: Api, *args: P.args, **kwargs: P.kwargs) -> Any:
             bound = signature.bind(self, *args, **kwargs).arguments
-            filled = path.format(**{n: quote(str(bound[n]), safe="") for n in names})
+            filled = path.format(**{n: path_segment(str(bound[n])) for n in names})
             call = build(self, *args, **kwargs)
             if method == "GET":
                 call = call._replace(retry=True)
@@ -74,6 +74,15 @@ def endpoint(
         return send
 
     return register
+
+
+def path_segment(value: str) -> str:
+    """``value`` percent-encoded as one path segment, "." and ".." too, which a URL would
+    otherwise resolve away: new model names may not be dots alone, but a comparison created
+    before that rule may hold one."""
+    if value.strip(".") == "":
+        return "%2E" * len(value)
+    return quote(value, safe="")
 
 
 def rows_json(x: Rows | None, field: str = "x") -> list[list[float]] | None:

@@ -61,6 +61,12 @@ class Routes(Generic[T]):
         """Add a model mid-stream; it replays the stored history (``catching_up`` until then)."""
         return Call(json=model)
 
+    @endpoint("DELETE", "/v1/comparisons/{cid}/models/{name}")
+    def remove_model(self, cid: str, name: str) -> Call:
+        """Remove a model (``{"model", "evidence"}``): it leaves the probabilities; the others'
+        states are untouched."""
+        return Call()
+
     @endpoint("POST", "/v1/comparisons/{cid}/chunks")
     def ingest(self, cid: str, x: Rows | None = None, y: Values | None = None, *,
                idempotency_key: str | None = None, wait: bool = False) -> Call:

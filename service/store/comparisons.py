@@ -1,4 +1,5 @@
-"""What the API does in Redis (asyncio client): create, read, ingest, add models, delete."""
+"""What the API does in Redis (asyncio client): create, read, ingest, add and remove models,
+delete."""
 
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ class Meta:
     sequence: int  # chunks applied
     ingested: int  # chunks accepted
     status_reason: str | None = None  # why the comparison is degraded; None when ok
+    # models ever in the spec (created, then added; a removal leaves it): what ingest checks
+    models_added: int | None = None
 
     @property
     def status(self) -> str:
@@ -54,6 +57,7 @@ class Comparisons:
         self._create = client.register_script(scripts.CREATE)
         self._ingest = client.register_script(scripts.INGEST)
         self._add_model = client.register_script(scripts.ADD_MODEL)
+        self._remove_model = client.register_script(scripts.REMOVE_MODEL)
 
     def keys(self, cid: str) -> Keys:
         return Keys(self.prefix, cid)
@@ -84,14 +88,15 @@ class Comparisons:
         return sorted(m.decode() for m in await self.client.smembers(index_key(self.prefix)))
 
     async def meta(self, cid: str) -> Meta:
-        spec, version, sequence, ingested, reason = await self.client.hmget(
-            self.keys(cid).meta, "spec", "version", "sequence", "next_seq", "status_reason"
+        spec, version, sequence, ingested, reason, added = await self.client.hmget(
+            self.keys(cid).meta, "spec", "version", "sequence", "next_seq", "status_reason",
+            "models",
         )
         if spec is None:
             raise NotFound(cid)
         return Meta(
             ComparisonSpec.model_validate_json(spec), int(version), int(sequence), int(ingested),
-            reason.decode() if reason else None,
+            reason.decode() if reason else None, None if added is None else int(added),
         )
 
     async def evidence_raw(self, cid: str) -> bytes:
@@ -178,10 +183,10 @@ class Comparisons:
 
     async def ingest(
         self, cid: str, block: bytes, rows: int, digest: str, idempotency_key: str | None,
-        models: int, max_bytes: int,
+        models: int | None, max_bytes: int,
     ) -> Ingested:
-        """Record and queue a chunk in one step, unless the comparison no longer has the
-        ``models`` models it was validated against (status ``stale``) or the block would take
+        """Record and queue a chunk in one step, unless a model was added since it was
+        validated (``models``: ``Meta.models_added`` then; status ``stale``) or the block would take
         the chunk blocks it holds past ``max_bytes`` (status ``full``)."""
         keys = self.keys(cid)
         status, sequence, recorded = await self._ingest(
@@ -194,7 +199,7 @@ class Comparisons:
                 work_channel(self.prefix),
                 cid,
                 "1" if idempotency_key else "0",
-                models,
+                -1 if models is None else models,
                 bytes.fromhex(digest),
                 max_bytes,
             ],
@@ -226,6 +231,26 @@ class Comparisons:
                 spec.id,
                 int(catching_up),
                 meta.ingested,
+                self._publish,
+            ],
+        )
+        return int(result)
+
+    async def remove_model(
+        self, meta: Meta, spec: ComparisonSpec, evidence: dict[str, Any], name: str,
+        catching_up: bool,
+    ) -> int:
+        """Compare-and-set on ``meta.version``: 1 removed, 0 stale, -1 gone, -2 no such model."""
+        keys = self.keys(spec.id)
+        result = await self._remove_model(
+            keys=[keys.meta, keys.states, keys.evidence],
+            args=[
+                meta.version,
+                spec.model_dump_json(),
+                json.dumps(evidence, allow_nan=False),
+                keys.updates,
+                name,
+                int(catching_up),
                 self._publish,
             ],
         )

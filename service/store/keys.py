@@ -17,9 +17,9 @@ class Keys:
 
     @property
     def meta(self) -> str:
-        # hash: spec, models (how many the spec has), version, sequence (applied), next_seq
-        # (ingested), catching_up; while halted
-        # on a dead-lettered chunk: halted (its sequence); skip (a sequence the operator let go);
+        # hash: spec, models (how many were ever in the spec: created plus added), version,
+        # sequence (applied), next_seq (ingested), catching_up; while halted on a dead-lettered
+        # chunk: halted (its sequence); skip (a sequence the operator let go);
         # status_reason ('' when the status is ok)
         return self._key("meta")
 

@@ -12,7 +12,8 @@ No script touches the comparison index.
 from __future__ import annotations
 
 # KEYS: meta, states, evidence, stream. ARGV: spec, evidence, group, then (model, state) pairs.
-# ``models`` counts the spec's models: ingest compares it with the spec it validated against.
+# ``models`` counts the models ever in the spec (created, then added; a removal leaves it):
+# ingest compares it with the spec it validated against, which no add-then-remove can fool.
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'version', 0, 'sequence', 0, 'next_seq', 0,
@@ -26,7 +27,8 @@ return 1
 # KEYS: meta, stream, idempotency key (may be unused).
 # ARGV: digest (hex), block, rows, ttl ms, work channel, comparison id, use idempotency ('1'/'0'),
 # the number of models the chunk was validated against, digest (raw bytes), the most bytes of
-# chunk blocks the comparison may hold (meta field 'bytes' counts those accepted).
+# chunk blocks the comparison may hold (meta field 'bytes' counts those accepted). The number
+# of models is ``Meta.models_added`` of the meta the chunk was validated against.
 # An idempotency record is one string, "sequence:rows:<raw digest>" (a hash with the hex digest
 # before; those are still read until they expire).
 # Returns {status, sequence, rows}: accepted | duplicate | conflict | missing | stale (a model
@@ -155,6 +157,27 @@ redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
 redis.call('SET', KEYS[3], ARGV[3])
 redis.call(ARGV[11], ARGV[4], ARGV[3])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
+return 1
+"""
+
+# KEYS: meta, states, evidence. ARGV: expected version, spec (without the model), evidence,
+# updates channel, model name, 1 if the model was catching up else 0, the publish command of
+# the updates channel. The other models' states stay as they are: each model's update depends
+# only on its own state and (seed, model, sequence). 'models' (models ever added) stays: a
+# chunk validated against more models than remain is valid for the rest.
+# Returns 1 removed, 0 stale version, -1 comparison gone, -2 no such model.
+REMOVE_MODEL = """
+local version = redis.call('HGET', KEYS[1], 'version')
+if not version then return -1 end
+if tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
+if redis.call('HEXISTS', KEYS[2], ARGV[5]) == 0 then return -2 end
+redis.call('HSET', KEYS[1], 'spec', ARGV[2])
+local catching_up = tonumber(redis.call('HGET', KEYS[1], 'catching_up') or '0')
+redis.call('HSET', KEYS[1], 'catching_up', math.max(0, catching_up - tonumber(ARGV[6])))
+redis.call('HINCRBY', KEYS[1], 'version', 1)
+redis.call('HDEL', KEYS[2], ARGV[5])
+redis.call('SET', KEYS[3], ARGV[3])
+redis.call(ARGV[7], ARGV[4], ARGV[3])
 return 1
 """
 

@@ -170,6 +170,7 @@ def test_unknown_ids_and_routes_get_404_json(server: Server) -> None:
             ("GET", f"{base}/weights", None), ("GET", f"{base}/history", None),
             ("POST", f"{base}/chunks", {"y": [1.0]}), ("POST", f"{base}/predict", {"x": [[1.0]]}),
             ("POST", f"{base}/models", {"name": "m", "family": "beta_bernoulli"}),
+            ("DELETE", f"{base}/models/m", None),
             ("GET", "/v1/nothing-here", None),
         ]:
             assert_error(client.request(method, path, json=body), 404, "not_found")
@@ -203,6 +204,62 @@ def test_model_added_mid_stream_catches_up_to_the_same_bits(start_server: StartS
     late_state = store.hget(Keys("mc", cid).states, late["name"])
     assert late_state == store.hget(Keys("mc", reference).states, late["name"])
     assert math.isfinite(joined["log_evidence"])
+
+
+def test_model_removed_mid_stream_leaves_the_others_bits(start_server: StartServer) -> None:
+    """A removed model leaves the probabilities, which renormalise over the others from their
+    log Z and prior weights; the others go on to the bits of a comparison that never had it;
+    the last model cannot go; a name freed by a removal can be added again."""
+    server = start_server("embedded")
+    x, y = regression_data(150, seed=5)
+    body = comparison_body("sgais", seed=7, particles=32, steps=10)
+    without = {**body, "models": [m for m in body["models"] if m["name"] != "too_few"]}
+    with server.client() as client:
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        bodies = chunks(x, y, 50)
+        for chunk in bodies[:2]:
+            client.post(f"/v1/comparisons/{cid}/chunks", json=chunk)
+        before = wait_for_sequence(client, cid, 2)
+        removed = client.delete(f"/v1/comparisons/{cid}/models/too_few")
+        assert removed.status_code == 200
+        evidence = removed.json()["evidence"]
+        assert removed.json()["model"] == "too_few"
+        assert evidence["version"] == before["version"] + 1
+        models = by_name(evidence)
+        assert set(models) == {"right", "wrong_noise"}
+        log_z = {n: by_name(before)[n]["log_evidence"] for n in models}
+        assert {n: m["log_evidence"] for n, m in models.items()} == log_z
+        top = max(log_z.values())
+        total = sum(math.exp(v - top) for v in log_z.values())  # equal prior weights
+        for name, model in models.items():
+            assert model["prior_probability"] == pytest.approx(0.5)
+            assert model["posterior_probability"] == pytest.approx(
+                math.exp(log_z[name] - top) / total, rel=1e-12)
+        assert client.get(f"/v1/comparisons/{cid}/evidence").json() == evidence
+        described = client.get(f"/v1/comparisons/{cid}").json()
+        assert [m["name"] for m in described["models"]] == ["right", "wrong_noise"]
+        assert_error(client.delete(f"/v1/comparisons/{cid}/models/too_few"), 404, "not_found")
+        assert_error(client.delete("/v1/comparisons/nope/models/right"), 404, "not_found")
+        # a dot segment percent-encoded reaches the model route, not the comparison
+        assert_error(client.delete(f"/v1/comparisons/{cid}/models/%2E%2E"), 404, "not_found")
+        assert client.get(f"/v1/comparisons/{cid}").status_code == 200
+        client.post(f"/v1/comparisons/{cid}/chunks", json=bodies[2])
+        wait_for_sequence(client, cid, 3)
+        reference = client.post("/v1/comparisons", json=without).json()["id"]
+        for chunk in bodies:
+            client.post(f"/v1/comparisons/{reference}/chunks", json=chunk)
+        wait_for_sequence(client, reference, 3)
+        store = server.redis()
+        states = store.hgetall(Keys("mc", cid).states)
+        assert states == store.hgetall(Keys("mc", reference).states)
+        assert client.delete(f"/v1/comparisons/{cid}/models/right").status_code == 200
+        assert_error(client.delete(f"/v1/comparisons/{cid}/models/wrong_noise"), 409,
+                     "conflict")
+        added = client.post(f"/v1/comparisons/{cid}/models", json=body["models"][1])
+        assert added.status_code == 201 and added.json()["catching_up"] is True
+        joined = by_name(wait_for_sequence(client, cid, 3))  # and caught up
+        assert joined["too_few"]["n_observations"] == 150
+        assert sum(m["posterior_probability"] for m in joined.values()) == pytest.approx(1.0)
 
 
 def test_health_readiness_metrics_and_docs(server: Server) -> None:

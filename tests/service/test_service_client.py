@@ -26,6 +26,7 @@ from service.client import (
     ModelCompareError,
     ServerUnreachable,
 )
+from service.client.calls import path_segment
 from service.core.config import Settings
 
 
@@ -111,6 +112,9 @@ def test_every_route_through_the_sync_client(embedded_server: Server) -> None:
         added = api.add_model(cid, {"name": "one", "family": "linear_regression",
                                     "config": {"dim": 1}})
         assert added["catching_up"] is True
+        removed = api.remove_model(cid, "one")
+        assert removed["model"] == "one"
+        assert "one" not in by_name(removed["evidence"])
         assert api.dead_letters(cid)["dead_letters"] == []
         with pytest.raises(ModelCompareError) as not_halted:
             api.resume(cid, "skip")
@@ -287,3 +291,9 @@ def test_predict_answers_numpy_input_with_numpy_arrays(embedded_server: Server) 
     np.testing.assert_array_equal(arrays["mixture"]["variance"], lists["mixture"]["variance"])
     for array_part, list_part in zip(arrays["models"], lists["models"], strict=True):
         np.testing.assert_array_equal(array_part["mean"], list_part["mean"])
+
+
+def test_path_segments_are_encoded_dot_segments_too() -> None:
+    """A name of dots alone would resolve away in the URL (…/models/.. is …/{id})."""
+    assert [path_segment(v) for v in ("a.b", "a/b", ".", "..")] == ["a.b", "a%2Fb", "%2E",
+                                                                      "%2E%2E"]

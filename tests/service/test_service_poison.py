@@ -259,6 +259,15 @@ def test_a_model_that_fails_leaves_and_the_others_go_on(start_server: StartServe
         assert "modelcompare_models_failed_total 1.0" in metrics
         assert "modelcompare_chunks_dead_lettered_total 0.0" in metrics
 
+        # removed, the failed model frees its place: its name, its count towards MAX_MODELS
+        removed = client.delete(f"/v1/comparisons/{cid}/models/bad")
+        assert removed.status_code == 200
+        assert [m["name"] for m in removed.json()["evidence"]["models"]] == ["line"]
+        after = post(client, cid, GOOD).json()
+        assert after["sequence"] == 4 and [m["name"] for m in after["models"]] == ["line"]
+        assert after["models"][0]["log_evidence"] == pytest.approx(
+            exact_line(GOOD, bad, LATER, GOOD), rel=1e-12)
+
 
 def assert_halts_every_model(server: Server, marker: float, error: str) -> None:
     """Model "bad" fails on the second chunk (``failing_model``): the comparison halts there

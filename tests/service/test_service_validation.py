@@ -127,6 +127,8 @@ BAD_COMPARISONS: list[tuple[str, dict[str, Any]]] = [
                                     {"name": "a", "family": "beta_bernoulli"}]}),
     ("no models", {"models": []}),
     ("bad model name", {"models": [{"name": "a b", "family": "beta_bernoulli"}]}),
+    ("model name of dots alone", {"models": [{"name": "..", "family": "beta_bernoulli"}]}),
+    ("model name too long", {"models": [{"name": "a" * 65, "family": "beta_bernoulli"}]}),
     ("zero prior", {"models": [{"name": "a", "family": "beta_bernoulli",
                                 "prior_probability": 0}]}),
     ("priors leave nothing", {"models": [

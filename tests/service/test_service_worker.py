@@ -77,3 +77,30 @@ def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) 
     before = (states(store, keys), store.get(keys.evidence), store.llen(keys.blocks))
     assert doomed.queue.commit(cid, late_commit) == STALE  # the late write is a no-op
     assert (states(store, keys), store.get(keys.evidence), store.llen(keys.blocks)) == before
+
+
+def test_a_commit_computed_before_a_model_was_removed_is_stale(start_server: StartServer) -> None:
+    """A worker's commit carries every model of its snapshot: once a model is removed the
+    commit must not land (it would write the removed model's state back). It is a no-op, and the
+    chunk is computed again without the model, to the bits of a comparison that never had it."""
+    server = start_server("embedded", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    body = comparison_body("sgais", seed=3, **SGAIS)
+    without = {**body, "models": [m for m in body["models"] if m["name"] != "too_few"]}
+    with server.client() as client:
+        reference = create_and_ingest(client, without, 60, 30)
+        drain(make_worker(server, "solo"), store, Keys(prefix, reference), 2)
+        cid = create_and_ingest(client, body, 60, 30)
+        keys = Keys(prefix, cid)
+        slow = make_worker(server, "slow")
+        assert slow.queue.acquire(cid, 0.5)
+        snap = slow.queue.snapshot(cid)
+        assert snap is not None
+        late_commit = slow.compute(cid, snap, slow.queue.read(cid, 1)[0])
+        assert client.delete(f"/v1/comparisons/{cid}/models/too_few").status_code == 200
+        before = (states(store, keys), store.get(keys.evidence))
+        assert slow.queue.commit(cid, late_commit) == STALE
+        assert (states(store, keys), store.get(keys.evidence)) == before
+        slow.queue.release(cid)
+    drain(make_worker(server, "next"), store, keys, 2)
+    assert states(store, keys) == states(store, Keys(prefix, reference))

@@ -1,4 +1,4 @@
-"""Create, list, describe and delete comparisons; add a model mid-stream."""
+"""Create, list, describe and delete comparisons; add or remove a model mid-stream."""
 
 from __future__ import annotations
 
@@ -13,7 +13,13 @@ from estimators import state_to_bytes
 from service.api.deps import AccessDep, SettingsDep, StoreDep
 from service.api.errors import ApiError, error_responses, not_found
 from service.api.ingest import json_body
-from service.api.responses import ComparisonList, ComparisonOut, ModelAdded, returns
+from service.api.responses import (
+    ComparisonList,
+    ComparisonOut,
+    ModelAdded,
+    ModelRemoved,
+    returns,
+)
 from service.engine import runner_for
 from service.evidence import evidence_body, model_summaries, prior_probabilities
 from service.limits import LimitExceeded
@@ -118,6 +124,22 @@ async def delete_comparison(cid: str, store: StoreDep) -> Response:
     return Response(status_code=204)
 
 
+def _next_evidence(spec: ComparisonSpec, current: dict[str, Any],
+                   models: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The evidence one version after ``current`` for ``spec``'s models, everything else kept."""
+    return evidence_body(
+        spec,
+        models,
+        version=current["version"] + 1,
+        sequence=current["sequence"],
+        n_observations=current["n_observations"],
+        last_error=current["last_error"],
+        status_reason=current.get("status_reason"),
+        skipped_chunks=current.get("skipped_chunks", 0),
+        halted_at=current.get("halted_at"),
+    )
+
+
 async def _check_stored_rows(store: Comparisons, meta: Meta, spec: ComparisonSpec,
                              model: ModelSpec) -> None:
     """422 naming the first stored or queued row ``model`` refuses (pages of chunks, each
@@ -166,17 +188,8 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep,
         current = await store.evidence(cid)
         if current["version"] != meta.version:
             continue
-        evidence = evidence_body(
-            spec,
-            {**model_summaries(current), model.name: summary},
-            version=meta.version + 1,
-            sequence=current["sequence"],
-            n_observations=current["n_observations"],
-            last_error=current["last_error"],
-            status_reason=current.get("status_reason"),
-            skipped_chunks=current.get("skipped_chunks", 0),
-            halted_at=current.get("halted_at"),
-        )
+        evidence = _next_evidence(spec, current, {**model_summaries(current),
+                                                  model.name: summary})
         result = await store.add_model(meta, spec, evidence, model, state, catching_up)
         if result == 1:
             return {"model": model.name, "catching_up": catching_up, "evidence": evidence}
@@ -184,4 +197,40 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep,
             raise not_found(cid)
         if result == -2:
             raise ApiError(409, "conflict", f"model {body.name!r} exists", {"name": body.name})
+    raise ApiError(409, "busy", "the comparison kept changing; retry", {"id": cid})
+
+
+def _no_model(cid: str, name: str) -> ApiError:
+    return ApiError(404, "not_found", f"no model {name!r} in comparison {cid!r}",
+                    {"id": cid, "model": name})
+
+
+@router.delete("/{cid}/models/{name}", **returns(ModelRemoved),
+               responses=error_responses(404, 409, 503))
+async def remove_model(cid: str, name: str, store: StoreDep) -> dict[str, Any]:
+    """Remove a model: its state goes, and it leaves the probabilities, Bayes factors and
+    model-averaged predictions; the other models' states are untouched. Its past points stay in
+    the history. The last model cannot go: delete the comparison instead."""
+    for _ in range(20):
+        meta = await store.meta(cid)
+        if all(m.name != name for m in meta.spec.models):
+            raise _no_model(cid, name)
+        if len(meta.spec.models) == 1:
+            raise ApiError(409, "conflict", f"{name!r} is the comparison's only model; delete "
+                           "the comparison instead", {"id": cid, "model": name})
+        spec = meta.spec.model_copy(
+            update={"models": [m for m in meta.spec.models if m.name != name]})
+        current = await store.evidence(cid)
+        if current["version"] != meta.version:
+            continue
+        models = model_summaries(current)
+        removed = models.pop(name)
+        evidence = _next_evidence(spec, current, models)
+        result = await store.remove_model(meta, spec, evidence, name, removed["catching_up"])
+        if result == 1:
+            return {"model": name, "evidence": evidence}
+        if result == -1:
+            raise not_found(cid)
+        if result == -2:
+            raise _no_model(cid, name)
     raise ApiError(409, "busy", "the comparison kept changing; retry", {"id": cid})

@@ -58,7 +58,7 @@ async def ingest_chunk(
         meta = await store.meta(cid)
         block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
         status, sequence, recorded = await store.ingest(cid, block, rows, block_digest(block),
-                                                        idempotency_key, len(meta.spec.models),
+                                                        idempotency_key, meta.models_added,
                                                         settings.max_comparison_bytes)
         if status != "stale":
             break
