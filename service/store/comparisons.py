@@ -221,10 +221,7 @@ class Comparisons:
         result = await self._add_model(
             keys=[keys.meta, keys.states, keys.evidence],
             args=[
-                meta.version,
-                spec.model_dump_json(),
-                json.dumps(evidence, allow_nan=False),
-                keys.updates,
+                *self._spec_change(meta, spec, evidence),
                 model.name,
                 state,
                 work_channel(self.prefix),
@@ -244,17 +241,17 @@ class Comparisons:
         keys = self.keys(spec.id)
         result = await self._remove_model(
             keys=[keys.meta, keys.states, keys.evidence],
-            args=[
-                meta.version,
-                spec.model_dump_json(),
-                json.dumps(evidence, allow_nan=False),
-                keys.updates,
-                name,
-                int(catching_up),
-                self._publish,
-            ],
+            args=[*self._spec_change(meta, spec, evidence), name, int(catching_up),
+                  self._publish],
         )
         return int(result)
+
+    def _spec_change(self, meta: Meta, spec: ComparisonSpec,
+                     evidence: dict[str, Any]) -> list[Any]:
+        """The leading arguments of a script that changes the spec: the version it expects,
+        the new spec, the new evidence and the channel that evidence is published on."""
+        return [meta.version, spec.model_dump_json(), json.dumps(evidence, allow_nan=False),
+                self.keys(spec.id).updates]
 
     async def queue_depths(self) -> dict[str, int]:
         depths = {}

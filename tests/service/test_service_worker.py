@@ -21,13 +21,16 @@ from service.store.queue import STALE
 SGAIS = {"particles": 16, "steps": 4, "hmc_moves": 1, "leapfrog_steps": 5}  # cheap, still random
 
 
-def reference_and_twin(server: Server, seed: int, rows: int, chunk: int) -> tuple[str, str]:
-    """Two comparisons fed the same chunks: the first drained by a lone worker (the reference),
-    the second left queued for the scenario under test."""
+def reference_and_twin(server: Server, seed: int, rows: int, chunk: int,
+                       without: str | None = None) -> tuple[str, str]:
+    """Two comparisons fed the same chunks: the first drained by a lone worker (the reference,
+    lacking the model ``without`` if one is named), the second left queued for the scenario
+    under test."""
     store, prefix = server.redis(), server.settings.key_prefix
     body = comparison_body("sgais", seed=seed, **SGAIS)
+    kept = {**body, "models": [m for m in body["models"] if m["name"] != without]}
     with server.client() as client:
-        reference = create_and_ingest(client, body, rows, chunk)
+        reference = create_and_ingest(client, kept, rows, chunk)
         drain(make_worker(server, "solo"), store, Keys(prefix, reference), rows // chunk)
         twin = create_and_ingest(client, body, rows, chunk)
     return reference, twin
@@ -85,13 +88,9 @@ def test_a_commit_computed_before_a_model_was_removed_is_stale(start_server: Sta
     chunk is computed again without the model, to the bits of a comparison that never had it."""
     server = start_server("embedded", embedded_worker=False)
     store, prefix = server.redis(), server.settings.key_prefix
-    body = comparison_body("sgais", seed=3, **SGAIS)
-    without = {**body, "models": [m for m in body["models"] if m["name"] != "too_few"]}
+    reference, cid = reference_and_twin(server, seed=3, rows=60, chunk=30, without="too_few")
+    keys = Keys(prefix, cid)
     with server.client() as client:
-        reference = create_and_ingest(client, without, 60, 30)
-        drain(make_worker(server, "solo"), store, Keys(prefix, reference), 2)
-        cid = create_and_ingest(client, body, 60, 30)
-        keys = Keys(prefix, cid)
         slow = make_worker(server, "slow")
         assert slow.queue.acquire(cid, 0.5)
         snap = slow.queue.snapshot(cid)
