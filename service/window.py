@@ -6,8 +6,10 @@ SG-AIS variance is a sum of per-piece variances, so the window's log Z is log Z(
 and its variance Var(now) − Var(n₀), n₀ the last checkpoint at least W rows back (the whole
 stream while fewer than W rows were seen). At most ``MAX_CHECKPOINTS`` are kept: beyond that
 every other one inside the window is dropped, so n₀ stays at least W rows back and the window's
-``rows`` says how many rows it spans. The windowed log Bayes factor of a model is its windowed
-log Z minus the best model's; the two estimators are independent, so their variances add.
+``rows`` says how many rows it spans. After a re-estimate of log Z over every row
+(``info.restarted``) the window starts again there (null until the next chunk). The windowed
+log Bayes factor of a model is its windowed log Z minus the best model's; the two estimators
+are independent, so their variances add.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ def advance(summary: dict[str, Any], window_rows: int) -> None:
     n, log_z = summary["n_observations"], summary["log_evidence"]
     stderr = summary["log_evidence_stderr"]
     if log_z is None or stderr is None:
+        return
+    if (summary.get("info") or {}).get("restarted"):
+        # log Z was estimated again over every row (estimators.online.restart): the earlier
+        # checkpoints belong to the estimate it replaced, so the window starts here
+        summary["window_checkpoints"], summary["window"] = [[n, log_z, stderr * stderr]], None
         return
     if n > points[-1][0]:
         points.append([n, log_z, stderr * stderr])

@@ -25,13 +25,18 @@ def state_from_tensors(
     prefix: str = "",
     device: torch.device | str = "cpu",
 ) -> StateT:
+    """A NamedTuple of tensors from ``tensors``; a field added to the type after the state was
+    stored takes its default (``_field_defaults``), any other difference is an error."""
     names = {key[len(prefix) :] for key in tensors if key.startswith(prefix)}
-    if names != set(state_type._fields):
+    defaults: dict[str, Tensor] = state_type._field_defaults  # type: ignore[attr-defined]
+    if not names <= set(state_type._fields) or not set(state_type._fields) - names <= set(defaults):
         raise ValueError(
             f"stored state has fields {sorted(names)}, expected {sorted(state_type._fields)} "
             f"for {state_type.__name__}"
         )
-    return state_type(**{name: tensors[prefix + name].to(device) for name in state_type._fields})
+    found = {name: tensors[prefix + name] if name in names else defaults[name]
+             for name in state_type._fields}
+    return state_type(**{name: value.to(device) for name, value in found.items()})
 
 
 def state_to_bytes(state: Any) -> bytes:

@@ -44,6 +44,7 @@ class HybridInfo:
     surprises: int
     acceptance_rate: float  # of the SG-AIS moves, or of the nested run's constrained moves
     diverged_fraction: float  # of SG-AIS's SGHMC trajectories (``SGAISInfo``); NaN when nested
+    restarted: bool  # SG-AIS re-estimated log Z over every row seen (``SGAISInfo``)
 
 
 def from_sgais(info: SGAISInfo) -> HybridInfo:
@@ -90,6 +91,7 @@ def nested_update(
         surprises=0,
         acceptance_rate=result.acceptance_rate,
         diverged_fraction=math.nan,
+        restarted=False,
     )
     return new_state, info
 
@@ -133,6 +135,7 @@ def update(
         surprises=later.surprises,
         acceptance_rate=later.acceptance_rate,
         diverged_fraction=later.diverged_fraction,
+        restarted=later.restarted,
     )
 
 

@@ -36,6 +36,8 @@ def bind(model: Model, settings: MinibatchMHSettings) -> Estimator[ParticleState
         max_steps=settings.max_annealing_steps,
         standard_error=settings.standard_error,
         surprise=settings.surprise,
+        restart=settings.restart,
+        fresh=functools.partial(particles.init, model, settings),
     )
 
     return particles.online_estimator("minibatch_mh", settings, loop, annealing_info)

@@ -23,13 +23,15 @@ from estimators.deadline import Deadline, check_deadline
 from estimators.errors import Progress
 from estimators.estimator import Estimator, Update, lognormal_log_evidence, weighted_particles
 from estimators.online.piece_parts import Parts, PieceParts
+from estimators.online.reports import PieceReport, astray
+from estimators.online.restart import Restart, reestimated, restart_due
 from estimators.online.settings import PastDataSettings
 from estimators.online.surprise import Surprise, drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
 from estimators.settings import ParticleSettings
 from estimators.smc.genealogy import eve_variance
 from estimators.smc.resampling import Selection
-from estimators.smc.tempered import StepInfo, anneal, start
+from estimators.smc.tempered import anneal, start
 from estimators.smc.weights import ess
 from models import Model
 
@@ -43,15 +45,12 @@ class ParticleState(NamedTuple):
     anchor_point: Tensor  # (D,) control-variate anchor θ_a
     anchor_grad: Tensor  # (D,) Σ over all past rows of ∇ log p(y_i | θ_a)
     anchor_rows: Tensor  # () int64: rows seen when the anchor was set; 0 = no anchor yet
-
-
-class PieceReport(NamedTuple):
-    log_evidence_increment: float  # log p̂(piece | past): the sum of its steps' increments
-    log_evidence_increment_variance: float  # by the loop's ``standard_error``
-    steps: tuple[StepInfo, ...]
-    reanchored: bool
-    delta_method_variance: float  # the sum of the steps' delta-method variances
-    surprised: bool = False  # rejuvenated after the piece (``surprise``)
+    # () int64: rows seen at the last re-estimate over all rows (``restart``); 0 = none. States
+    # stored before the field existed load with the default.
+    restart_rows: Tensor = torch.zeros((), dtype=torch.int64)
+    # () int64: rows seen when a chunk first left the particles astray (``astray``) since then;
+    # 0 = none
+    astray_rows: Tensor = torch.zeros((), dtype=torch.int64)
 
 
 class ChunkLoop(NamedTuple):
@@ -71,6 +70,10 @@ class ChunkLoop(NamedTuple):
     # the careful parts' first selection, to more particles, and the one back at the piece's end
     widen: Selection | None = None
     narrow: Selection | None = None
+    # re-estimates from the prior over the rows seen, shuffled (``restart``), and the prior
+    # state they start from; None: never
+    restart: Restart | None = None
+    fresh: Callable[[torch.Generator], ParticleState] | None = None
 
 
 InfoT = TypeVar("InfoT")
@@ -124,6 +127,8 @@ def init(model: Model, settings: ParticleSettings, generator: torch.Generator) -
         anchor_point=torch.zeros(d, dtype=torch.float64, device=device),
         anchor_grad=torch.zeros(d, dtype=torch.float64, device=device),
         anchor_rows=torch.zeros((), dtype=torch.int64, device=device),
+        restart_rows=torch.zeros((), dtype=torch.int64, device=device),
+        astray_rows=torch.zeros((), dtype=torch.int64, device=device),
     )
 
 
@@ -146,6 +151,20 @@ def absorb(
             loop, state, chunk.slice(begin, end), seen, generator, deadline, begin
         )
         reports.append(report)
+    if loop.restart is not None:
+        # while the past is used in full, pieces anneal away from the prior: long ladders are
+        # expected there, not a sign of trouble
+        if (
+            n > loop.full_batch_rows
+            and not int(state.astray_rows)
+            and astray(loop.surprise, tuple(reports), state.particles.shape[0])
+        ):
+            state = state._replace(astray_rows=state.n_observations.clone())
+        if restart_due(loop.restart, int(state.n_observations), int(state.restart_rows),
+                       int(state.astray_rows) > 0):
+            assert loop.fresh is not None
+            replay = functools.partial(absorb, loop._replace(restart=None))
+            state = reestimated(replay, loop.fresh, state, history, chunk, generator, deadline)
     return state, tuple(reports)
 
 
@@ -256,22 +275,9 @@ def absorb_piece(
             if reanchored
             else state.anchor_rows
         ),
+        restart_rows=state.restart_rows,
+        astray_rows=state.astray_rows,
     )
     return new_state, PieceReport(
         log_evidence, variance, steps, reanchored, delta_method, surprised
     )
-
-
-def diverged_fraction(reports: tuple[PieceReport, ...]) -> float:
-    """Mean fraction of unadjusted (SGHMC) trajectories undone as diverged over a chunk's
-    steps (NaN if none ran)."""
-    fractions = [
-        info.diverged for report in reports for info in report.steps if info.diverged is not None
-    ]
-    return sum(fractions) / len(fractions) if fractions else math.nan
-
-
-def accepted_fraction(reports: tuple[PieceReport, ...]) -> float:
-    """Mean acceptance over every Metropolis-tested transition of a chunk (NaN if none)."""
-    rates = [rate for report in reports for info in report.steps for rate in info.acceptance]
-    return sum(rates) / len(rates) if rates else math.nan

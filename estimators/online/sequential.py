@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from estimators.estimator import Estimator
 from estimators.online import particles
 from estimators.online.kernels import sghmc_moves
-from estimators.online.particles import ChunkLoop, ParticleState, PieceReport
+from estimators.online.particles import ChunkLoop, ParticleState
+from estimators.online.reports import PieceReport, accepted_fraction, diverged_fraction
 from estimators.online.settings import SequentialSettings
 from estimators.online.target import Piece
 from estimators.smc.relabeling import Relabel, relabeler
@@ -51,8 +52,8 @@ def sequential_info(
         min_ess=min((info.ess for info in steps), default=math.inf),
         sub_chunks=len(reports),
         reanchors=sum(r.reanchored for r in reports),
-        acceptance_rate=particles.accepted_fraction(reports),
-        diverged_fraction=particles.diverged_fraction(reports),
+        acceptance_rate=accepted_fraction(reports),
+        diverged_fraction=diverged_fraction(reports),
     )
 
 

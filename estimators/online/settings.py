@@ -14,6 +14,7 @@ import torch
 from pydantic import Field, model_validator
 
 from estimators.moves.sghmc import SGHMCParams
+from estimators.online.restart import Restart
 from estimators.online.surprise import Surprise
 from estimators.references.nested import NestedSettings
 from estimators.settings import HMCSettings, LadderSettings, ParticleSettings, Settings
@@ -108,6 +109,19 @@ class AnnealingSettings(LadderSettings):
     def surprise(self) -> Surprise:
         return Surprise(self.surprise_steps, self.surprise_ess, self.surprise_moves)
 
+    @property
+    def restart(self) -> Restart | None:
+        if self.restart_growth == 0.0:
+            return None
+        return Restart(self.restart_growth, self.restart_min_rows, self.restart_max_rows)
+
+    @model_validator(mode="after")
+    def _restart_growth_bounds_the_cost(self) -> AnnealingSettings:
+        # all re-estimates together cost growth / (growth − 1) times the rows of the last
+        if 0.0 < self.restart_growth < 1.5:
+            raise ValueError(f"restart_growth must be 0 or at least 1.5, got {self.restart_growth}")
+        return self
+
     resampling: Literal["systematic", "stratified", "residual", "multinomial"] = Field(
         "systematic", description="resampling scheme"
     )
@@ -129,6 +143,25 @@ class AnnealingSettings(LadderSettings):
     )
     surprise_moves: int = Field(
         5, ge=0, le=100, description="extra moves at λ = 1 after a surprising piece (0: none)"
+    )
+    restart_growth: float = Field(
+        0.0,
+        ge=0.0,
+        le=100.0,
+        description="once a chunk after the exact phase has left the particles astray (a "
+        "surprising piece, or over 10% of its SGHMC trajectories diverged), re-estimate log Z "
+        "from the prior over every row seen, shuffled, at the first chunk where n is at least "
+        "this many times the rows of the last re-estimate (0: never; else at least 1.5): each "
+        "costs what the rows seen cost",
+    )
+    restart_min_rows: int = Field(
+        1000, ge=0, le=10**9, description="no re-estimate before n reaches this"
+    )
+    restart_max_rows: int = Field(
+        20_000,
+        ge=0,
+        le=10**9,
+        description="no re-estimate once n is past this (the pass runs inside one update)",
     )
     standard_error: Literal["genealogy", "delta"] = Field(
         "genealogy",

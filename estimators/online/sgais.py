@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from estimators.estimator import Estimator
 from estimators.online import particles
 from estimators.online.kernels import sghmc_moves
-from estimators.online.particles import ChunkLoop, ParticleState, PieceReport
+from estimators.online.particles import ChunkLoop, ParticleState
+from estimators.online.reports import PieceReport, accepted_fraction, diverged_fraction
 from estimators.online.settings import AnnealingSettings, SGAISSettings
 from estimators.online.target import Piece
 from estimators.smc.relabeling import Relabel, relabeler
@@ -48,6 +49,9 @@ class SGAISInfo:
     # streams; a large one means the moves are not moving the particles, and log Z and its
     # standard error are not to be trusted (benchmarks/README.md, "sorted mixture")
     diverged_fraction: float
+    # log Z was estimated again from the prior over every row seen, shuffled (``restart``):
+    # ``log_evidence_increment`` is then that of the chunk's in-order pass, not log Z's change
+    restarted: bool
 
 
 def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, ...]) -> SGAISInfo:
@@ -64,8 +68,9 @@ def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, 
         sub_chunks=len(reports),
         reanchors=sum(r.reanchored for r in reports),
         surprises=sum(r.surprised for r in reports),
-        acceptance_rate=particles.accepted_fraction(reports),
-        diverged_fraction=particles.diverged_fraction(reports),
+        acceptance_rate=accepted_fraction(reports),
+        diverged_fraction=diverged_fraction(reports),
+        restarted=int(state.restart_rows) == int(state.n_observations),
     )
 
 
@@ -96,6 +101,8 @@ def loop(model: Model, settings: SGAISSettings) -> ChunkLoop:
         max_steps=settings.max_annealing_steps,
         standard_error=settings.standard_error,
         surprise=settings.surprise,
+        restart=settings.restart,
+        fresh=functools.partial(particles.init, model, settings),
         careful_parts=functools.partial(parts, settings.careful, relabeler(model)),
         widen=widen,
         narrow=narrow,

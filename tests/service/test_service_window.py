@@ -81,3 +81,19 @@ def test_bayes_factors_against_the_best_window() -> None:
     assert a["log_bayes_factor_stderr"] == pytest.approx(0.5)
     assert b["log_bayes_factor"] == 0.0
     assert c["log_bayes_factor"] is None and c["best"] is None
+
+
+def test_a_re_estimate_starts_the_window_again() -> None:
+    """After log Z is estimated again over every row, a difference with a checkpoint of the
+    estimate it replaced would mix two estimators: the window is null, then spans the rows
+    since the re-estimate."""
+    summary: dict[str, Any] = {}
+    for n, log_z, restarted in [(100, -150.0, False), (200, -300.0, False),
+                                (300, -430.0, True), (400, -580.0, False)]:
+        summary.update(n_observations=n, log_evidence=log_z, log_evidence_stderr=0.5,
+                       info={"restarted": restarted})
+        advance(summary, 1000)
+        if restarted:
+            assert summary["window"] is None
+            assert summary["window_checkpoints"] == [[300, -430.0, 0.25]]
+    assert summary["window"] == {"rows": 100, "log_evidence": -150.0, "log_evidence_stderr": 0.0}

@@ -7,6 +7,7 @@ import struct
 
 import pytest
 import torch
+from safetensors.torch import save
 
 from estimators import (
     ExactState,
@@ -15,6 +16,7 @@ from estimators import (
     state_from_bytes,
     state_to_bytes,
 )
+from estimators.data.serialization import state_to_tensors
 from models import LinearRegression
 
 
@@ -64,6 +66,20 @@ def test_wrong_field_sets_are_refused() -> None:
     partial = state_to_bytes(ExactState(state.particles, state.log_evidence, state.n_observations))
     with pytest.raises(ValueError):
         state_from_bytes(ParticleState, partial)
+
+
+def test_a_field_added_after_a_state_was_stored_loads_with_its_default() -> None:
+    """States stored before ``restart_rows`` and ``astray_rows`` existed load with 0 there;
+    a field the type does not know is still refused."""
+    state = trained("sgais").state
+    tensors = state_to_tensors(state)
+    del tensors["restart_rows"], tensors["astray_rows"]
+    restored = state_from_bytes(ParticleState, save(tensors, metadata={"type": "ParticleState"}))
+    assert int(restored.restart_rows) == 0 and int(restored.astray_rows) == 0
+    assert torch.equal(restored.particles, state.particles)
+    tensors["unknown"] = torch.zeros(())
+    with pytest.raises(ValueError, match="unknown"):
+        state_from_bytes(ParticleState, save(tensors, metadata={"type": "ParticleState"}))
 
 
 def test_online_evidence_save_load_round_trip_and_identity_check() -> None:

@@ -1,0 +1,46 @@
+"""What the pieces of a chunk did, and what a chunk's reports say about the particles: the
+SGHMC trajectories undone as diverged, the Metropolis acceptance, whether they went astray."""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+from estimators.online.surprise import Surprise, surprising
+from estimators.smc.tempered import StepInfo
+
+# an update that undid more than this fraction of its SGHMC trajectories as diverged is astray
+# (the service flags such a model: MODELCOMPARE_DIVERGED_WARNING_FRACTION, the same default)
+DIVERGED = 0.1
+
+
+class PieceReport(NamedTuple):
+    log_evidence_increment: float  # log p̂(piece | past): the sum of its steps' increments
+    log_evidence_increment_variance: float  # by the loop's ``standard_error``
+    steps: tuple[StepInfo, ...]
+    reanchored: bool
+    delta_method_variance: float  # the sum of the steps' delta-method variances
+    surprised: bool = False  # rejuvenated after the piece (``surprise``)
+
+
+def diverged_fraction(reports: tuple[PieceReport, ...]) -> float:
+    """Mean fraction of unadjusted (SGHMC) trajectories undone as diverged over a chunk's
+    steps (NaN if none ran)."""
+    fractions = [
+        info.diverged for report in reports for info in report.steps if info.diverged is not None
+    ]
+    return sum(fractions) / len(fractions) if fractions else math.nan
+
+
+def accepted_fraction(reports: tuple[PieceReport, ...]) -> float:
+    """Mean acceptance over every Metropolis-tested transition of a chunk (NaN if none)."""
+    rates = [rate for report in reports for info in report.steps for rate in info.acceptance]
+    return sum(rates) / len(rates) if rates else math.nan
+
+
+def astray(surprise: Surprise | None, reports: tuple[PieceReport, ...], particles: int) -> bool:
+    """Whether a chunk left signs that the particles no longer follow the posterior: a
+    surprising piece, or more than ``DIVERGED`` of its SGHMC trajectories undone as diverged."""
+    return (
+        surprise is not None and any(surprising(surprise, r.steps, particles) for r in reports)
+    ) or diverged_fraction(reports) > DIVERGED

@@ -1,0 +1,110 @@
+"""Re-estimates over the shuffled rows seen: when one is due, that it replays every row once,
+that log Z after it is exact on a drifting conjugate stream, that the default never makes one,
+and that one running past half of what is left of the budget is abandoned."""
+
+from __future__ import annotations
+
+import itertools
+
+import pydantic
+import pytest
+import torch
+
+from estimators import Deadline, OnlineEvidence, exact_log_evidence
+from estimators.data.history import Rows, RowsHistory
+from estimators.online import particles, sgais
+from estimators.online.restart import Restart, restart_due, shuffled
+from estimators.online.settings import SGAISSettings
+from models import LinearRegression
+
+F64 = torch.float64
+
+
+def drifting(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """y = wᵀx + b + N(0, 1), (w, b) redrawn at every third of the rows."""
+    g = torch.Generator().manual_seed(seed)
+    weights = 3.0 * torch.randn(3, 3, generator=g, dtype=F64)
+    x = torch.randn(rows, 2, generator=g, dtype=F64)
+    chosen = weights[torch.arange(rows) * 3 // rows]
+    return x, (x * chosen[:, :-1]).sum(1) + chosen[:, -1] + torch.randn(rows, generator=g,
+                                                                        dtype=F64)
+
+
+def test_a_re_estimate_is_due_after_an_astray_chunk_within_the_bounds() -> None:
+    restart = Restart(growth=2.0, min_rows=1000, max_rows=20_000)
+    assert restart_due(restart, 1000, 0, True)
+    assert not restart_due(restart, 1000, 0, False)
+    assert not restart_due(restart, 500, 0, True)
+    assert not restart_due(restart, 20_500, 0, True)
+    assert not restart_due(restart, 1500, 1000, True)
+    assert restart_due(restart, 2000, 1000, True)
+
+
+def test_shuffled_holds_every_row_once() -> None:
+    x, y = drifting(50, 0)
+    rows = shuffled(RowsHistory(Rows(x[:30], y[:30])), Rows(x[30:], y[30:]),
+                    torch.Generator().manual_seed(1))
+    assert rows.x is not None and rows.y is not None
+    assert not torch.equal(rows.y, y)
+    assert torch.equal(torch.sort(rows.y).values, torch.sort(y).values)
+    assert torch.equal(rows.x[torch.argsort(rows.y)], x[torch.argsort(y)])
+
+
+def test_growth_below_one_and_a_half_is_refused() -> None:
+    with pytest.raises(pydantic.ValidationError, match="restart_growth"):
+        SGAISSettings(restart_growth=1.2)
+    assert SGAISSettings().restart is None
+    assert SGAISSettings(restart_growth=2.0).restart == Restart(2.0, 1000, 20_000)
+
+
+def test_a_drifting_stream_is_re_estimated_and_log_z_stays_exact() -> None:
+    model = LinearRegression(2)
+    x, y = drifting(1500, 3)
+    tracker = OnlineEvidence(model, seed=3, full_batch_rows=100, restart_growth=2.0,
+                             restart_min_rows=200)
+    default = OnlineEvidence(model, seed=3, full_batch_rows=100)
+    restarts = []
+    for start in range(0, 1500, 100):
+        info = tracker.update(x[start : start + 100], y[start : start + 100])
+        assert not default.update(x[start : start + 100], y[start : start + 100]).restarted
+        if info.restarted:
+            n = start + 100
+            restarts.append(n)
+            assert int(tracker.state.restart_rows) == n
+            exact = exact_log_evidence(model, x[:n], y[:n])
+            assert abs(tracker.log_evidence - exact) < 3 * tracker.log_evidence_stderr
+    assert restarts[0] == 600  # the chunk after the first change point
+    assert all(later >= 2 * earlier for earlier, later in itertools.pairwise(restarts))
+    assert int(default.state.restart_rows) == 0
+    error = tracker.log_evidence - exact_log_evidence(model, x, y)
+    assert abs(error) < 3 * tracker.log_evidence_stderr
+
+
+def test_a_re_estimate_past_half_the_remaining_budget_is_abandoned() -> None:
+    """The clock jumps to 99 of a budget ending at 100 when the re-estimate starts: past its
+    half (50), so the in-order state is kept and the other models keep the rest."""
+    model = LinearRegression(2)
+    x, y = drifting(800, 4)
+    settings = SGAISSettings(full_batch_rows=100, restart_growth=2.0, restart_min_rows=200,
+                             particles=32)
+    now = [0.0]
+
+    def fresh(generator: torch.Generator) -> particles.ParticleState:
+        now[0] = 99.0
+        return particles.init(model, settings, generator)
+
+    loop = sgais.loop(model, settings)._replace(fresh=fresh)
+    state = particles.init(model, settings, torch.Generator().manual_seed(0))
+    seen = RowsHistory(Rows(x[:0], y[:0]))
+    for start in range(0, 800, 100):
+        chunk = Rows(x[start : start + 100], y[start : start + 100])
+        now[0] = 0.0
+        deadline = Deadline(100.0, lambda: now[0])
+        state, _ = particles.absorb(loop, state, chunk, seen, torch.Generator().manual_seed(
+            start), deadline)
+        seen = RowsHistory(Rows(x[: start + 100], y[: start + 100]))
+        if now[0] == 99.0:  # a re-estimate was due and started
+            break
+    else:
+        pytest.fail("no re-estimate was due on a drifting stream")
+    assert int(state.restart_rows) == 0 and int(state.n_observations) == start + 100
