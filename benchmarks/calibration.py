@@ -142,9 +142,11 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
     variance took as a fraction of the updates', and the largest fraction of SGHMC trajectories
     one update undid as diverged (``diverged_fraction``; 0 where every move was exact) with the
     rows seen when it first exceeded the service's warning threshold (``flagged_at``; None:
-    never, so the service would report the run's log Z as reliable)."""
+    never, so the service would report the run's log Z as reliable), and the rows at which log Z
+    was re-estimated over the shuffled rows (``restarts``; with ``restart_growth``)."""
     tracker = OnlineEvidence(build(family), seed=seed, **settings)
     delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
+    restarts: list[int] = []  # rows at which log Z was re-estimated (``restart_growth``)
     genealogy = Timed(particle_loop.eve_variance)
     particle_loop.eve_variance = genealogy  # type: ignore[assignment]
     try:
@@ -154,6 +156,8 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
             info = tracker.update(part.x, part.y)
             update_seconds += time.perf_counter() - begin
             delta_variance += info.delta_method_variance
+            if info.restarted:
+                restarts.append(tracker.n_observations)
             if not math.isnan(info.diverged_fraction):
                 diverged = max(diverged, info.diverged_fraction)
                 if flagged_at is None and info.diverged_fraction > DIVERGED_WARNING:
@@ -162,7 +166,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         return {"log_z": math.nan, "stderr": math.nan, "stderr_delta": math.nan,
                 "seconds": update_seconds, "genealogy_fraction": math.nan,
                 "max_diverged_fraction": diverged, "flagged_at": flagged_at,
-                "failed": f"row {start}: {error}"}
+                "restarts": restarts, "failed": f"row {start}: {error}"}
     finally:
         particle_loop.eve_variance = genealogy.function  # type: ignore[assignment]
     return {
@@ -173,6 +177,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "genealogy_fraction": genealogy.seconds / update_seconds,
         "max_diverged_fraction": diverged,
         "flagged_at": flagged_at,
+        "restarts": restarts,
     }
 
 

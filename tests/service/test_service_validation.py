@@ -140,6 +140,8 @@ BAD_COMPARISONS: list[tuple[str, dict[str, Any]]] = [
                                "models": [{"name": "a", "family": "beta_bernoulli"}]}),
     ("unknown estimator setting", {"estimator": {"method": "sgais", "warp": 9},
                                    "models": [{"name": "a", "family": "beta_bernoulli"}]}),
+    ("re-estimates too often", {"estimator": {"method": "sgais", "restart_growth": 1.2},
+                                "models": [{"name": "a", "family": "beta_bernoulli"}]}),
     ("exact for a model without closed form", {"estimator": {"method": "exact"}, "models": [
         {"name": "a", "family": "logistic_regression", "config": {"dim": 2}}]}),
     ("seed is not a number", {"seed": "x", "models": [{"name": "a", "family": "beta_bernoulli"}]}),
