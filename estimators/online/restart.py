@@ -62,9 +62,10 @@ def reestimated(
     deadline: Deadline | None,
 ) -> StateT:
     """``absorb`` (the loop, making no re-estimate of its own) from ``fresh`` prior draws over
-    every row of ``history`` and ``chunk``, shuffled, marked as a re-estimate at their count;
-    ``state`` as it is when the pass runs past half of what is left of ``deadline`` (the other
-    half is the other models' of the update)."""
+    every row of ``history`` and ``chunk``, shuffled, marked as a re-estimate at their count.
+    When the pass runs past half of what is left of ``deadline`` (the other half is the other
+    models' of the update), ``state`` with the attempt marked instead: still astray, so the next
+    attempt comes once n has grown by ``growth`` again."""
     rows = shuffled(history, chunk, generator)
     half = None if deadline is None else Deadline((deadline.at + deadline.clock()) / 2,
                                                   deadline.clock)
@@ -72,5 +73,5 @@ def reestimated(
         new_state, _ = absorb(fresh(generator), rows, RowsHistory(rows.slice(0, 0)), generator,
                               half)
     except BudgetExceeded:
-        return state
+        return state._replace(restart_rows=state.n_observations.clone())
     return new_state._replace(restart_rows=state.n_observations.clone())

@@ -70,7 +70,10 @@ def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, 
         surprises=sum(r.surprised for r in reports),
         acceptance_rate=accepted_fraction(reports),
         diverged_fraction=diverged_fraction(reports),
-        restarted=int(state.restart_rows) == int(state.n_observations),
+        # a re-estimate leaves nothing astray; an abandoned one (past its budget) marks the
+        # attempt and stays astray
+        restarted=int(state.restart_rows) == int(state.n_observations)
+        and not int(state.astray_rows),
     )
 
 
