@@ -1,14 +1,15 @@
-"""Re-estimating log Z from the prior over every row seen, in a random order, after a surprise.
+"""Re-estimating log Z from the prior over every row seen, in a random order, once the particles
+have gone astray.
 
-An online particle method carries one particle system along the stream. Where the rows arrive
-out of exchangeable order (sorted by a covariate, drifting), a piece can need a posterior far
-from the last one, and its annealing leaves a finite-M bias that no error bar shows: the sorted
-mixture's ends thousands of nats low (benchmarks/README.md, "Stop 31"). The log evidence of the
-rows seen does not depend on their order (every model's rows are independent given θ), so the
-same loop, run from the prior over a random permutation of them, estimates it again from what is
-an i.i.d. stream: the case whose error bars are calibrated. That pass costs what the rows seen
-cost; made only once n has grown by ``growth`` since the last one, all passes together cost at
-most growth / (growth − 1) times the rows of the last: amortised O(1) per row, as re-anchoring.
+An online particle method carries one particle system along the stream. Where the rows arrive out
+of exchangeable order (sorted by a covariate, drifting), a piece can need a posterior far from the
+last one, and its annealing leaves a finite-M bias that no error bar shows: sorted mixture streams
+end thousands of nats low (benchmarks/README.md, "Stop 31"). The log evidence of the rows seen does
+not depend on their order (every model's rows are independent given θ), so the same loop, run from
+the prior over a random permutation of them, estimates it again from what is an i.i.d. stream: the
+case whose error bars are calibrated. That pass costs what the rows seen cost; made only once n has
+grown by ``growth`` since the last one, all passes together cost at most growth / (growth − 1)
+times the rows of the last: amortised O(1) per row, as re-anchoring.
 """
 
 from __future__ import annotations
