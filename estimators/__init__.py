@@ -16,7 +16,7 @@ from estimators.estimator import Estimator
 from estimators.methods import METHODS, Method, build
 from estimators.online.exact import ExactInfo, ExactState
 from estimators.online.hybrid import HybridInfo
-from estimators.online.particles import ParticleState
+from estimators.online.records import ParticleState
 from estimators.online.sequential import SequentialInfo
 from estimators.online.settings import (
     ExactSettings,

@@ -19,7 +19,7 @@ from estimators.data.history import ExtendedHistory, History, Rows
 from estimators.deadline import Deadline
 from estimators.estimator import Estimator, Update, weighted_particles
 from estimators.online import particles, sgais
-from estimators.online.particles import ParticleState
+from estimators.online.records import ParticleState
 from estimators.online.settings import HybridSettings
 from estimators.online.sgais import SGAISInfo
 from estimators.references.batch import all_rows, equal_weight_samples

@@ -10,7 +10,7 @@ import functools
 from estimators.estimator import Estimator
 from estimators.online import particles
 from estimators.online.kernels import exact_hmc, random_walk_mh
-from estimators.online.particles import ChunkLoop, ParticleState
+from estimators.online.records import ChunkLoop, ParticleState
 from estimators.online.settings import MinibatchMHSettings
 from estimators.online.sgais import SGAISInfo, annealed, annealing_info
 from estimators.online.target import Piece

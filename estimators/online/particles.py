@@ -1,5 +1,5 @@
-"""The state and the chunk loop shared by the online particle methods (sgais, sequential,
-minibatch_mh, and hybrid after its nested phase).
+"""The chunk loop shared by the online particle methods (sgais, sequential, minibatch_mh, and
+hybrid after its nested phase); its state and parts are ``records``.
 
 A chunk is cut into schedule-sized pieces (``data.schedule``); each piece is annealed in by the
 method's tempered-SMC parts (``smc.tempered``) against the past it follows, whose gradient uses a
@@ -12,73 +12,32 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
-from typing import NamedTuple, TypeVar
+from typing import TypeVar
 
 import torch
-from torch import Tensor
 
 from estimators.data.history import ExtendedHistory, History, Rows
 from estimators.data.schedule import split_points
 from estimators.deadline import Deadline, check_deadline
 from estimators.errors import Progress
 from estimators.estimator import Estimator, Update, lognormal_log_evidence, weighted_particles
-from estimators.online.piece_parts import Parts, PieceParts
-from estimators.online.reports import PieceReport, astray
-from estimators.online.restart import Restart, reestimated, restart_due
-from estimators.online.settings import PastDataSettings
-from estimators.online.surprise import Surprise, drifted, rejuvenate, surprising
+from estimators.online.piece_parts import PieceParts
+from estimators.online.records import ChunkLoop, ParticleState
+from estimators.online.reports import DIVERGED, PieceReport, astray, diverged_fraction
+from estimators.online.restart import reestimated, restart_due
+from estimators.online.spread import frozen
+from estimators.online.surprise import drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
 from estimators.settings import ParticleSettings
 from estimators.smc.genealogy import eve_variance
-from estimators.smc.resampling import Selection
 from estimators.smc.tempered import anneal, start
 from estimators.smc.weights import ess
 from models import Model
 
-
-class ParticleState(NamedTuple):
-    particles: Tensor  # (M, D)
-    log_weights: Tensor  # (M,), normalised
-    log_evidence: Tensor  # ()
-    log_evidence_variance: Tensor  # () sum over pieces of their variances (``standard_error``)
-    n_observations: Tensor  # () int64
-    anchor_point: Tensor  # (D,) control-variate anchor θ_a
-    anchor_grad: Tensor  # (D,) Σ over all past rows of ∇ log p(y_i | θ_a)
-    anchor_rows: Tensor  # () int64: rows seen when the anchor was set; 0 = no anchor yet
-    # () int64: rows seen at the last re-estimate over all rows (``restart``); 0 = none. States
-    # stored before the field existed load with the default.
-    restart_rows: Tensor = torch.zeros((), dtype=torch.int64)
-    # () int64: rows seen when a chunk first left the particles astray (``astray``) since then;
-    # 0 = none
-    astray_rows: Tensor = torch.zeros((), dtype=torch.int64)
-
-
-class ChunkLoop(NamedTuple):
-    """What an online method brings to the chunk loop."""
-
-    model: Model
-    past: PastDataSettings  # how the past is read: batch_size, control variates and anchors
-    full_batch_rows: int
-    parts: Parts  # the method's tempered-SMC parts for one piece
-    max_steps: int  # annealing steps per piece; a safeguard
-    # "genealogy": a piece's variance from its particles' Eve groups (``smc.genealogy``);
-    # "delta": the sum of its steps' delta-method variances
-    standard_error: str = "genealogy"
-    surprise: Surprise | None = None  # more rejuvenation after a surprising piece (``surprise``)
-    # the parts of a piece's steps past ``surprise.steps`` (``piece_parts``); None: ``parts``
-    careful_parts: Parts | None = None
-    # the careful parts' first selection, to more particles, and the one back at the piece's end
-    widen: Selection | None = None
-    narrow: Selection | None = None
-    # re-estimates from the prior over the rows seen, shuffled (``restart``), and the prior
-    # state they start from; None: never
-    restart: Restart | None = None
-    fresh: Callable[[torch.Generator], ParticleState] | None = None
-
-
 InfoT = TypeVar("InfoT")
-# (rows of the chunk, the state after it, what each piece did) -> the method's Info record
-Report = Callable[[int, ParticleState, tuple[PieceReport, ...]], InfoT]
+# (rows of the chunk, the state after it, what each piece did, whether log Z was re-estimated
+# over every row seen: ``restart``) -> the method's Info record
+Report = Callable[[int, ParticleState, tuple[PieceReport, ...], bool], InfoT]
 
 
 def chunk_update(loop: ChunkLoop, report: Report[InfoT]) -> Update[ParticleState, InfoT]:
@@ -91,8 +50,8 @@ def chunk_update(loop: ChunkLoop, report: Report[InfoT]) -> Update[ParticleState
         generator: torch.Generator,
         deadline: Deadline | None = None,
     ) -> tuple[ParticleState, InfoT]:
-        new_state, reports = absorb(loop, state, chunk, history, generator, deadline)
-        return new_state, report(chunk.count, new_state, reports)
+        new_state, reports, restarted = absorb(loop, state, chunk, history, generator, deadline)
+        return new_state, report(chunk.count, new_state, reports, restarted)
 
     return update
 
@@ -139,6 +98,53 @@ def absorb(
     history: History,
     generator: torch.Generator,
     deadline: Deadline | None,
+) -> tuple[ParticleState, tuple[PieceReport, ...], bool]:
+    """``absorb_pieces``, then a re-estimate over every row seen where ``loop.restart`` makes
+    one due; whether it replaced the state."""
+    n = int(state.n_observations)
+    state, reports = absorb_pieces(loop, state, chunk, history, generator, deadline)
+    if loop.restart is None:
+        return state, reports, False
+    seen = ExtendedHistory(history, chunk)
+    # while the past is used in full, pieces anneal away from the prior: long ladders are
+    # expected there, not a sign of trouble
+    if (
+        n > loop.full_batch_rows
+        and not int(state.astray_rows)
+        and (
+            astray(loop.surprise, reports, state.particles.shape[0])
+            or frozen(loop.model, state.particles, state.log_weights, seen, generator)
+        )
+    ):
+        state = state._replace(astray_rows=state.n_observations.clone())
+    if not restart_due(
+        loop.restart, int(state.n_observations), int(state.restart_rows), int(state.astray_rows) > 0
+    ):
+        return state, reports, False
+    assert loop.fresh is not None
+    found = reestimated(
+        functools.partial(absorb_pieces, loop), loop.fresh, state, history, chunk, generator,
+        deadline,
+    )
+    if found is None:  # abandoned: the attempt is marked, the particles stay astray
+        return state._replace(restart_rows=state.n_observations.clone()), reports, False
+    new_state, pass_reports = found
+    # a pass can go astray too (calibration data set 22 collapsed in one): the next one waits
+    # until n has grown by ``growth`` again
+    if diverged_fraction(pass_reports) > DIVERGED or frozen(
+        loop.model, new_state.particles, new_state.log_weights, seen, generator
+    ):
+        new_state = new_state._replace(astray_rows=new_state.n_observations.clone())
+    return new_state, reports, True
+
+
+def absorb_pieces(
+    loop: ChunkLoop,
+    state: ParticleState,
+    chunk: Rows,
+    history: History,
+    generator: torch.Generator,
+    deadline: Deadline | None,
 ) -> tuple[ParticleState, tuple[PieceReport, ...]]:
     """Every piece of ``chunk`` in turn; ``history`` holds exactly the rows before it."""
     n = int(state.n_observations)
@@ -151,20 +157,6 @@ def absorb(
             loop, state, chunk.slice(begin, end), seen, generator, deadline, begin
         )
         reports.append(report)
-    if loop.restart is not None:
-        # while the past is used in full, pieces anneal away from the prior: long ladders are
-        # expected there, not a sign of trouble
-        if (
-            n > loop.full_batch_rows
-            and not int(state.astray_rows)
-            and astray(loop.surprise, tuple(reports), state.particles.shape[0])
-        ):
-            state = state._replace(astray_rows=state.n_observations.clone())
-        if restart_due(loop.restart, int(state.n_observations), int(state.restart_rows),
-                       int(state.astray_rows) > 0):
-            assert loop.fresh is not None
-            replay = functools.partial(absorb, loop._replace(restart=None))
-            state = reestimated(replay, loop.fresh, state, history, chunk, generator, deadline)
     return state, tuple(reports)
 
 

@@ -23,7 +23,7 @@ from estimators.data.history import ExtendedHistory, History, Rows, RowsHistory,
 from estimators.deadline import Deadline
 from estimators.errors import BudgetExceeded
 
-StateT = TypeVar("StateT", bound=NamedTuple)  # the loop's state: ``particles.ParticleState``
+StateT = TypeVar("StateT", bound=NamedTuple)  # the loop's state: ``records.ParticleState``
 # (state, rows, history, generator, deadline) -> (state after the rows, their reports)
 Absorb = Callable[[StateT, Rows, History, torch.Generator, Deadline | None], tuple[StateT, Any]]
 
@@ -61,18 +61,17 @@ def reestimated(
     chunk: Rows,
     generator: torch.Generator,
     deadline: Deadline | None,
-) -> StateT:
-    """``absorb`` (the loop, making no re-estimate of its own) from ``fresh`` prior draws over
-    every row of ``history`` and ``chunk``, shuffled, marked as a re-estimate at their count.
-    When the pass runs past half of what is left of ``deadline`` (the other half is the other
-    models' of the update), ``state`` with the attempt marked instead: still astray, so the next
-    attempt comes once n has grown by ``growth`` again."""
+) -> tuple[StateT, Any] | None:
+    """``absorb`` (the loop's pieces, in order) from ``fresh`` prior draws over every row of
+    ``history`` and ``chunk``, shuffled: the state it ends in, marked as a re-estimate at their
+    count, and its reports. None when the pass runs past half of what is left of ``deadline``
+    (the other half is the other models' of the update)."""
     rows = shuffled(history, chunk, generator)
     half = None if deadline is None else Deadline((deadline.at + deadline.clock()) / 2,
                                                   deadline.clock)
     try:
-        new_state, _ = absorb(fresh(generator), rows, RowsHistory(rows.slice(0, 0)), generator,
-                              half)
+        new_state, reports = absorb(fresh(generator), rows, RowsHistory(rows.slice(0, 0)),
+                                    generator, half)
     except BudgetExceeded:
-        return state._replace(restart_rows=state.n_observations.clone())
-    return new_state._replace(restart_rows=state.n_observations.clone())
+        return None
+    return new_state._replace(restart_rows=state.n_observations.clone()), reports

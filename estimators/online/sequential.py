@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from estimators.estimator import Estimator
 from estimators.online import particles
 from estimators.online.kernels import sghmc_moves
-from estimators.online.particles import ChunkLoop, ParticleState
+from estimators.online.records import ChunkLoop, ParticleState
 from estimators.online.reports import PieceReport, accepted_fraction, diverged_fraction
 from estimators.online.settings import SequentialSettings
 from estimators.online.target import Piece
@@ -42,8 +42,9 @@ class SequentialInfo:
 
 
 def sequential_info(
-    rows: int, state: ParticleState, reports: tuple[PieceReport, ...]
+    rows: int, state: ParticleState, reports: tuple[PieceReport, ...], restarted: bool
 ) -> SequentialInfo:
+    del restarted  # its loop makes no re-estimates
     steps = [info for report in reports for info in report.steps]
     return SequentialInfo(
         rows=rows,

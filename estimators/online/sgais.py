@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from estimators.estimator import Estimator
 from estimators.online import particles
 from estimators.online.kernels import sghmc_moves
-from estimators.online.particles import ChunkLoop, ParticleState
+from estimators.online.records import ChunkLoop, ParticleState
 from estimators.online.reports import PieceReport, accepted_fraction, diverged_fraction
 from estimators.online.settings import AnnealingSettings, SGAISSettings
 from estimators.online.target import Piece
@@ -54,7 +54,9 @@ class SGAISInfo:
     restarted: bool
 
 
-def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, ...]) -> SGAISInfo:
+def annealing_info(
+    rows: int, state: ParticleState, reports: tuple[PieceReport, ...], restarted: bool
+) -> SGAISInfo:
     steps = [info for report in reports for info in report.steps]
     return SGAISInfo(
         rows=rows,
@@ -70,10 +72,7 @@ def annealing_info(rows: int, state: ParticleState, reports: tuple[PieceReport, 
         surprises=sum(r.surprised for r in reports),
         acceptance_rate=accepted_fraction(reports),
         diverged_fraction=diverged_fraction(reports),
-        # a re-estimate leaves nothing astray; an abandoned one (past its budget) marks the
-        # attempt and stays astray
-        restarted=int(state.restart_rows) == int(state.n_observations)
-        and not int(state.astray_rows),
+        restarted=restarted,
     )
 
 

@@ -1,6 +1,7 @@
 """Re-estimates over the shuffled rows seen: when one is due, that it replays every row once,
 that log Z after it is exact on a drifting conjugate stream, that the default never makes one,
-and that one running past half of what is left of the budget is abandoned."""
+that one running past half of what is left of the budget is abandoned, and that a frozen
+cloud is re-estimated."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import torch
 from estimators import Deadline, OnlineEvidence, exact_log_evidence
 from estimators.data.history import Rows, RowsHistory
 from estimators.online import particles, sgais
+from estimators.online.records import ParticleState
 from estimators.online.restart import Restart, restart_due, shuffled
 from estimators.online.settings import SGAISSettings
 from models import LinearRegression
@@ -89,7 +91,7 @@ def test_a_re_estimate_past_half_the_remaining_budget_is_abandoned() -> None:
                              particles=32)
     now = [0.0]
 
-    def fresh(generator: torch.Generator) -> particles.ParticleState:
+    def fresh(generator: torch.Generator) -> ParticleState:
         now[0] = 99.0
         return particles.init(model, settings, generator)
 
@@ -100,8 +102,8 @@ def test_a_re_estimate_past_half_the_remaining_budget_is_abandoned() -> None:
         chunk = Rows(x[start : start + 100], y[start : start + 100])
         now[0] = 0.0
         deadline = Deadline(100.0, lambda: now[0])
-        state, _ = particles.absorb(loop, state, chunk, seen, torch.Generator().manual_seed(
-            start), deadline)
+        generator = torch.Generator().manual_seed(start)
+        state, _, restarted = particles.absorb(loop, state, chunk, seen, generator, deadline)
         seen = RowsHistory(Rows(x[: start + 100], y[: start + 100]))
         if now[0] == 99.0:  # a re-estimate was due and started
             break
@@ -110,4 +112,57 @@ def test_a_re_estimate_past_half_the_remaining_budget_is_abandoned() -> None:
     # the in-order state, the attempt marked (the next waits for n to double), still astray
     assert int(state.n_observations) == start + 100 == int(state.restart_rows)
     assert int(state.astray_rows) > 0
-    assert not sgais.annealing_info(100, state, ()).restarted
+    assert not restarted
+
+
+def iid(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """y = wᵀx + b + N(0, 1) with one (w, b)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(rows, 2, generator=g, dtype=F64)
+    return x, x @ torch.tensor([1.0, -1.0], dtype=F64) + 0.5 + torch.randn(rows, generator=g,
+                                                                          dtype=F64)
+
+
+def test_a_frozen_cloud_is_astray_and_re_estimated() -> None:
+    """A cloud collapsed onto one point (what sorted mixture data set 22 came to) explains
+    each piece in one annealing step, surprises no one and diverges nowhere: its spread beside
+    the posterior's marks it astray, and the re-estimate brings log Z back to the exact one."""
+    model = LinearRegression(2)
+    x, y = iid(1200, 5)
+    tracker = OnlineEvidence(model, seed=5, full_batch_rows=100, restart_growth=2.0,
+                             restart_min_rows=600)
+    for start in range(0, 300, 100):
+        tracker.update(x[start : start + 100], y[start : start + 100])
+    state = tracker.state
+    g = torch.Generator().manual_seed(0)
+    collapsed = state.particles[0] + 1e-9 * torch.randn(state.particles.shape, generator=g,
+                                                        dtype=F64)
+    tracker.state = state._replace(particles=collapsed)
+    info = tracker.update(x[300:400], y[300:400])
+    # every piece in one step
+    assert info.annealing_steps == info.sub_chunks and info.surprises == 0
+    assert not info.diverged_fraction
+    assert int(tracker.state.astray_rows) == 400
+    for start in range(400, 600, 100):
+        info = tracker.update(x[start : start + 100], y[start : start + 100])
+    assert info.restarted and int(tracker.state.restart_rows) == 600
+    error = tracker.log_evidence - exact_log_evidence(model, x[:600], y[:600])
+    assert abs(error) < 3 * tracker.log_evidence_stderr
+    assert int(tracker.state.astray_rows) == 0  # the pass's cloud follows the posterior
+
+
+def test_a_pass_that_froze_leaves_the_particles_astray(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every cloud reads as frozen here, the re-estimate's too: it still replaces the state
+    (the in-order one is no better), but the next re-estimate is due once n has doubled,
+    without waiting for a new sign."""
+    monkeypatch.setattr(particles, "frozen", lambda *args: True)
+    model = LinearRegression(2)
+    x, y = iid(1200, 6)
+    tracker = OnlineEvidence(model, seed=6, full_batch_rows=100, restart_growth=2.0,
+                             restart_min_rows=600)
+    restarts = []
+    for start in range(0, 1200, 100):
+        if tracker.update(x[start : start + 100], y[start : start + 100]).restarted:
+            restarts.append(start + 100)
+            assert int(tracker.state.astray_rows) == start + 100
+    assert restarts == [600, 1200]

@@ -1,0 +1,65 @@
+"""The cloud's spread in units of the posterior's: about 1 for exact posterior draws of a
+conjugate model, far below ``FROZEN`` for a cloud collapsed onto one point, and the update's
+generator untouched."""
+
+from __future__ import annotations
+
+import torch
+
+from estimators.data.history import Rows, RowsHistory
+from estimators.online.spread import FROZEN, frozen, relative_spread
+from models import LinearRegression
+
+F64 = torch.float64
+
+
+def posterior_draws(rows: int, particles: int) -> tuple[LinearRegression, torch.Tensor,
+                                                          RowsHistory]:
+    """Exact posterior draws of a Bayesian linear regression after ``rows`` rows."""
+    model = LinearRegression(3)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(rows, 3, generator=g, dtype=F64)
+    y = x @ torch.tensor([1.0, -2.0, 0.5], dtype=F64) + 0.3 + torch.randn(rows, generator=g,
+                                                                          dtype=F64)
+    stats = model.update_stats(model.prior_stats(), x, y)
+    mean = torch.linalg.solve(stats["precision"], stats["shift"])
+    lower = torch.linalg.cholesky(stats["precision"])
+    z = torch.randn(particles, model.param_dim, generator=g, dtype=F64)
+    # θ = μ + L⁻ᵀz has covariance (L Lᵀ)⁻¹ = Λ⁻¹
+    draws = mean + torch.linalg.solve_triangular(lower.T, z.T, upper=True).T
+    return model, draws, RowsHistory(Rows(x, y))
+
+
+def test_exact_posterior_draws_have_a_spread_near_one() -> None:
+    model, draws, seen = posterior_draws(2000, 4000)
+    equal = torch.full((4000,), -torch.log(torch.tensor(4000.0, dtype=F64)), dtype=F64)
+    for seed in range(6):
+        spread = relative_spread(model, draws, equal, seen, torch.Generator().manual_seed(seed))
+        # E = 1 − (the prior's share of the precision, 1/2000 here); a row's term (xᵀu)²ε² has
+        # relative SD √(E x⁴ E ε⁴ − 1) = √8, so 256 rows over 4 directions leave about
+        # √8 / 16 / 2 ≈ 0.09: these bounds are 3 of those
+        assert 0.7 < spread < 1.3
+    assert not frozen(model, draws, equal, seen, torch.Generator().manual_seed(0))
+
+
+def test_a_collapsed_cloud_is_frozen() -> None:
+    model, draws, seen = posterior_draws(2000, 64)
+    g = torch.Generator().manual_seed(1)
+    collapsed = draws[0] + 1e-9 * torch.randn(64, model.param_dim, generator=g, dtype=F64)
+    equal = torch.full((64,), -torch.log(torch.tensor(64.0, dtype=F64)), dtype=F64)
+    spread = relative_spread(model, collapsed, equal, seen, torch.Generator().manual_seed(0))
+    assert spread < FROZEN * 1e-6
+    assert frozen(model, collapsed, equal, seen, torch.Generator().manual_seed(0))
+    # the weights count: one heavy particle among spread ones is a collapse too
+    heavy = torch.full((64,), -1e3, dtype=F64)
+    heavy[5] = 0.0
+    assert frozen(model, draws, heavy, seen, torch.Generator().manual_seed(0))
+
+
+def test_the_update_generator_is_not_drawn_from() -> None:
+    model, draws, seen = posterior_draws(500, 64)
+    equal = torch.full((64,), -torch.log(torch.tensor(64.0, dtype=F64)), dtype=F64)
+    generator = torch.Generator().manual_seed(7)
+    before = generator.get_state()
+    relative_spread(model, draws, equal, seen, generator)
+    assert torch.equal(generator.get_state(), before)
