@@ -98,6 +98,8 @@ def test_the_five_minute_tour_runs_verbatim(tmp_path: Path) -> None:
     assert "500 rows, 5 chunks, version 5, status ok" in out  # modelcompare watch
     assert "  cli-tour · 4 models · sgais · 5 chunks applied · created " in out  # list
     assert "row,mean,variance,baseline:mean,baseline:variance,first:mean" in out  # predict
+    assert "added model 'noisy' to " in err and "replays the 500 rows stored" in err
+    assert "removed model 'baseline' from " in err and "left: first, second, both, noisy" in err
     assert "snapshot 200\n" in out and "update 210\n" in out  # the websocket, AsyncClient
     assert "422 invalid_chunk rows of x need 2 numbers, got 1" in out
 

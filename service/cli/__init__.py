@@ -92,6 +92,20 @@ def _client_commands(commands_: Any) -> None:
                                   help="create a comparison from a YAML/JSON spec; prints its id")
     create.add_argument("spec", help="spec.yaml or spec.json: the POST /v1/comparisons body")
     create.set_defaults(run=commands.create)
+    add = commands_.add_parser(
+        "add-model", parents=[connection], help="add a model to a comparison from a YAML/JSON spec",
+        description="The model replays the rows already stored (catching up) before it joins "
+        "the probabilities; it must accept every one of them.")
+    add.add_argument("comparison", help="the comparison's id")
+    add.add_argument("spec", help="model.yaml or model.json: the POST …/models body (name, "
+                     "family, config, columns, prior_probability)")
+    add.set_defaults(run=commands.add_model)
+    remove = commands_.add_parser(
+        "remove-model", parents=[connection], help="remove a model from a comparison",
+        description="The other models' states are untouched; their probabilities renormalise.")
+    remove.add_argument("comparison", help="the comparison's id")
+    remove.add_argument("model", help="the model's name")
+    remove.set_defaults(run=commands.remove_model)
     ingest_ = commands_.add_parser(
         "ingest", parents=[connection],
         help="send a CSV or Parquet file's rows in chunks",

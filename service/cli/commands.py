@@ -1,4 +1,5 @@
-"""``modelcompare create | list | delete | predict | watch``: client commands that print."""
+"""``modelcompare create | add-model | remove-model | list | delete | predict | watch``: client
+commands that print."""
 
 from __future__ import annotations
 
@@ -20,17 +21,9 @@ from service.client import PREDICTION_FIELDS, AsyncClient, Client
 
 def create(args: argparse.Namespace) -> None:
     """POST the spec; the new id alone on stdout (``ID=$(modelcompare create spec.yaml)``)."""
-    import yaml
     from rich.console import Console
 
-    path = existing(args.spec)
-    try:
-        spec = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(
-            path.read_text())
-    except (ValueError, yaml.YAMLError) as exc:
-        raise CliError(f"{path} is not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
-    if not isinstance(spec, dict):
-        raise CliError(f"{path} must hold one mapping (name, models, estimator, seed)")
+    spec = _mapping(args.spec, "one mapping (name, models, estimator, seed)")
     with Client(args.url, args.api_key) as api:
         created = api.create_comparison(spec)
     names = ", ".join(m["name"] for m in created["models"])
@@ -38,6 +31,43 @@ def create(args: argparse.Namespace) -> None:
     Console(stderr=True).print(f"created comparison [bold]{created['name']}[/bold] with "
                                f"{count} model{'' if count == 1 else 's'} ({names})")
     print(created["id"])
+
+
+def add_model(args: argparse.Namespace) -> None:
+    """POST one model's spec to a comparison; says whether it replays the stored rows."""
+    spec = _mapping(args.spec, "one model (name, family, config, columns, prior_probability)")
+    with Client(args.url, args.api_key) as api:
+        added = api.add_model(args.comparison, spec)
+    rows = added["evidence"]["n_observations"]
+    _note(f"added model {added['model']!r} to {args.comparison}"
+          + (f": it replays the {rows} rows stored before it joins" if added["catching_up"]
+             else ""))
+
+
+def remove_model(args: argparse.Namespace) -> None:
+    with Client(args.url, args.api_key) as api:
+        removed = api.remove_model(args.comparison, args.model)
+    left = ", ".join(m["name"] for m in removed["evidence"]["models"])
+    _note(f"removed model {removed['model']!r} from {args.comparison}; left: {left}")
+
+
+def _mapping(file: str, what: str) -> dict[str, Any]:
+    """The mapping a YAML or JSON file holds."""
+    import yaml
+
+    path = existing(file)
+    try:
+        spec = json.loads(path.read_text()) if path.suffix == ".json" else yaml.safe_load(
+            path.read_text())
+    except (ValueError, yaml.YAMLError) as exc:
+        raise CliError(f"{path} is not valid {path.suffix.lstrip('.').upper()}: {exc}") from None
+    if not isinstance(spec, dict):
+        raise CliError(f"{path} must hold {what}")
+    return spec
+
+
+def _note(text: str) -> None:
+    print(text, file=sys.stderr)
 
 
 def list_comparisons(args: argparse.Namespace) -> None:
@@ -48,14 +78,12 @@ def list_comparisons(args: argparse.Namespace) -> None:
 
 
 def delete(args: argparse.Namespace) -> None:
-    from rich.console import Console
 
     with Client(args.url, args.api_key) as api:
         for cid in args.comparisons:
             name = api.get_comparison(cid)["name"]
             api.delete_comparison(cid)
-            Console(stderr=True).print(f"deleted comparison {name!r} ({cid})", markup=False,
-                                       highlight=False)
+            _note(f"deleted comparison {name!r} ({cid})")
 
 
 def predict(args: argparse.Namespace) -> None:

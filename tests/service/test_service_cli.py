@@ -1,9 +1,9 @@
 """The console script: ``serve`` (embedded Redis + worker; one server per data folder),
 ``worker`` (killed with SIGKILL and replaced: same final bits), ``demo`` (the right model wins),
-and the client commands ``create``, ``ingest`` (CSV and Parquet, exact numbers, the whole file
-checked first, text labels, re-runs that send nothing twice whatever the chunk size, partial
-sends), ``watch``, ``list``, ``delete``, ``predict``, with one-line errors that name the row
-and the value."""
+and the client commands ``create``, ``add-model``, ``remove-model``, ``ingest`` (CSV and
+Parquet, exact numbers, the whole file checked first, text labels, re-runs that send nothing
+twice whatever the chunk size, partial sends), ``watch``, ``list``, ``delete``, ``predict``,
+with one-line errors that name the row and the value."""
 
 from __future__ import annotations
 
@@ -302,6 +302,10 @@ def test_watch_follows_updates(embedded_server: Server,
         (["predict", "{cid}", "--x", "1,2", "--x", "3"],
          "every --x row needs the same number of values"),
         (["delete", "nope"], "the server refused: not_found: no comparison with id 'nope'"),
+        (["remove-model", "{cid}", "nope"],
+         "the server refused: not_found: no model 'nope' in comparison '{cid}'"),
+        (["add-model", "{cid}", "{tmp}/list.yaml"], "list.yaml must hold one model (name, "
+         "family, config, columns, prior_probability)"),
         (["watch", "nope"], "the server refused: not_found: no comparison with id 'nope'"),
         (["watch", "{cid}", "--url", "http://127.0.0.1:9"],
          "cannot reach http://127.0.0.1:9: "),
@@ -534,6 +538,38 @@ def test_list_delete_predict_version_and_help(
     with pytest.raises(SystemExit) as bad_level:
         main(["list", "--log-level", "loud"])
     assert bad_level.value.code == 2 and "invalid choice: 'loud'" in capsys.readouterr().err
+
+
+def test_add_model_and_remove_model(embedded_server: Server, tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """A model added from a YAML spec replays the stored rows and joins with its exact log Z;
+    one removed leaves the others' probabilities."""
+    url = ("--url", embedded_server.url)
+    x, y = regression_data(40, seed=15)
+    with Client(embedded_server.url) as api:
+        cid = api.create_comparison(comparison_body("exact"))["id"]
+        api.ingest(cid, x, y, wait=True)
+    model = {"name": "last_two", "family": "linear_regression", "config": {"dim": 2},
+             "columns": [2, 3]}
+    (tmp_path / "model.yaml").write_text(yaml.safe_dump(model))
+    status, out, err = _run(capsys, "add-model", cid, str(tmp_path / "model.yaml"), *url)
+    assert (status, out) == (0, ""), err
+    assert err == f"added model 'last_two' to {cid}: it replays the 40 rows stored before it " \
+        "joins\n"
+    deadline = time.monotonic() + 60
+    with Client(embedded_server.url) as api:
+        while by_name(evidence := api.evidence(cid))["last_two"]["catching_up"]:
+            assert time.monotonic() < deadline, "the added model did not catch up"
+            time.sleep(0.1)
+    exact = exact_log_evidence(model["config"], x, y, [2, 3])
+    assert by_name(evidence)["last_two"]["log_evidence"] == pytest.approx(exact, abs=1e-8)
+
+    status, out, err = _run(capsys, "remove-model", cid, "too_few", *url)
+    assert (status, out) == (0, ""), err
+    assert err == f"removed model 'too_few' from {cid}; left: right, wrong_noise, last_two\n"
+    with Client(embedded_server.url) as api:
+        probabilities = [m["posterior_probability"] for m in api.evidence(cid)["models"]]
+    assert len(probabilities) == 3 and sum(probabilities) == pytest.approx(1.0)
 
 
 def test_an_elbo_over_fewer_rows_says_so(embedded_server: Server,
