@@ -157,10 +157,12 @@ def mix(parts: list[tuple[float, Prediction]]) -> dict[str, Any]:
 
 def trace_point(summary: dict[str, Any]) -> dict[str, Any]:
     """One model's point of the trace (GET /history): log Z ± stderr and n, and the diagnostics
-    the dashboard plots, ESS (one decimal, as shown), the update's annealing steps and the
-    fraction of its SGHMC trajectories undone as diverged (null while its moves are exact)."""
+    the dashboard plots, ESS (one decimal, as shown), the update's annealing steps, the
+    fraction of its SGHMC trajectories undone as diverged and its cloud's width in the
+    posterior's units (``spread``; both null while its moves are exact)."""
     ess, info = summary["ess"], summary.get("info") or {}
     return {**{k: summary[k] for k in ("log_evidence", "log_evidence_stderr", "n_observations")},
             "ess": None if ess is None else round(ess, 1),
             "annealing_steps": info.get("annealing_steps"),
-            "diverged_fraction": info.get("diverged_fraction")}
+            "diverged_fraction": info.get("diverged_fraction"),
+            "spread": info.get("spread")}

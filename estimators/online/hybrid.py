@@ -45,6 +45,7 @@ class HybridInfo:
     acceptance_rate: float  # of the SG-AIS moves, or of the nested run's constrained moves
     diverged_fraction: float  # of SG-AIS's SGHMC trajectories (``SGAISInfo``); NaN when nested
     restarted: bool  # SG-AIS re-estimated log Z over every row seen (``SGAISInfo``)
+    spread: float  # the cloud's width in units of the posterior's (``SGAISInfo``); NaN when nested
 
 
 def from_sgais(info: SGAISInfo) -> HybridInfo:
@@ -92,6 +93,7 @@ def nested_update(
         acceptance_rate=result.acceptance_rate,
         diverged_fraction=math.nan,
         restarted=False,
+        spread=math.nan,
     )
     return new_state, info
 
@@ -136,6 +138,7 @@ def update(
         acceptance_rate=later.acceptance_rate,
         diverged_fraction=later.diverged_fraction,
         restarted=later.restarted,
+        spread=later.spread,
     )
 
 

@@ -23,9 +23,15 @@ from estimators.errors import Progress
 from estimators.estimator import Estimator, Update, lognormal_log_evidence, weighted_particles
 from estimators.online.piece_parts import PieceParts
 from estimators.online.records import ChunkLoop, ParticleState
-from estimators.online.reports import DIVERGED, PieceReport, astray, diverged_fraction
+from estimators.online.reports import (
+    DIVERGED,
+    ChunkReport,
+    PieceReport,
+    astray,
+    diverged_fraction,
+)
 from estimators.online.restart import reestimated, restart_due
-from estimators.online.spread import frozen
+from estimators.online.spread import FROZEN, relative_spread
 from estimators.online.surprise import drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
 from estimators.settings import ParticleSettings
@@ -35,9 +41,8 @@ from estimators.smc.weights import ess
 from models import Model
 
 InfoT = TypeVar("InfoT")
-# (rows of the chunk, the state after it, what each piece did, whether log Z was re-estimated
-# over every row seen: ``restart``) -> the method's Info record
-Report = Callable[[int, ParticleState, tuple[PieceReport, ...], bool], InfoT]
+# (rows of the chunk, the state after it, what it did) -> the method's Info record
+Report = Callable[[int, ParticleState, ChunkReport], InfoT]
 
 
 def chunk_update(loop: ChunkLoop, report: Report[InfoT]) -> Update[ParticleState, InfoT]:
@@ -50,8 +55,8 @@ def chunk_update(loop: ChunkLoop, report: Report[InfoT]) -> Update[ParticleState
         generator: torch.Generator,
         deadline: Deadline | None = None,
     ) -> tuple[ParticleState, InfoT]:
-        new_state, reports, restarted = absorb(loop, state, chunk, history, generator, deadline)
-        return new_state, report(chunk.count, new_state, reports, restarted)
+        new_state, chunk_report = absorb(loop, state, chunk, history, generator, deadline)
+        return new_state, report(chunk.count, new_state, chunk_report)
 
     return update
 
@@ -98,44 +103,44 @@ def absorb(
     history: History,
     generator: torch.Generator,
     deadline: Deadline | None,
-) -> tuple[ParticleState, tuple[PieceReport, ...], bool]:
-    """``absorb_pieces``, then a re-estimate over every row seen where ``loop.restart`` makes
-    one due; whether it replaced the state."""
+) -> tuple[ParticleState, ChunkReport]:
+    """``absorb_pieces``, the cloud's spread after them, then a re-estimate over every row seen
+    where ``loop.restart`` makes one due."""
     n = int(state.n_observations)
-    state, reports = absorb_pieces(loop, state, chunk, history, generator, deadline)
-    if loop.restart is None:
-        return state, reports, False
-    seen = ExtendedHistory(history, chunk)
+    state, pieces = absorb_pieces(loop, state, chunk, history, generator, deadline)
     # while the past is used in full, pieces anneal away from the prior: long ladders are
-    # expected there, not a sign of trouble
-    if (
-        n > loop.full_batch_rows
-        and not int(state.astray_rows)
-        and (
-            astray(loop.surprise, reports, state.particles.shape[0])
-            or frozen(loop.model, state.particles, state.log_weights, seen, generator)
-        )
+    # expected there, not a sign of trouble; and the moves are exact
+    if n <= loop.full_batch_rows:
+        return state, ChunkReport(pieces, False, math.nan)
+    seen = ExtendedHistory(history, chunk)
+    spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
+    if loop.restart is None:
+        return state, ChunkReport(pieces, False, spread)
+    if not int(state.astray_rows) and (
+        astray(loop.surprise, pieces, state.particles.shape[0]) or spread < FROZEN
     ):
         state = state._replace(astray_rows=state.n_observations.clone())
     if not restart_due(
         loop.restart, int(state.n_observations), int(state.restart_rows), int(state.astray_rows) > 0
     ):
-        return state, reports, False
+        return state, ChunkReport(pieces, False, spread)
     assert loop.fresh is not None
     found = reestimated(
         functools.partial(absorb_pieces, loop), loop.fresh, state, history, chunk, generator,
         deadline,
     )
     if found is None:  # abandoned: the attempt is marked, the particles stay astray
-        return state._replace(restart_rows=state.n_observations.clone()), reports, False
-    new_state, pass_reports = found
-    # a pass can go astray too (calibration data set 22 collapsed in one): the next one waits
+        return state._replace(restart_rows=state.n_observations.clone()), ChunkReport(
+            pieces, False, spread
+        )
+    new_state, pass_pieces = found
+    spread = relative_spread(loop.model, new_state.particles, new_state.log_weights, seen,
+                             generator)
+    # a pass can go astray too (calibration data set 22 froze in one): the next one waits
     # until n has grown by ``growth`` again
-    if diverged_fraction(pass_reports) > DIVERGED or frozen(
-        loop.model, new_state.particles, new_state.log_weights, seen, generator
-    ):
+    if diverged_fraction(pass_pieces) > DIVERGED or spread < FROZEN:
         new_state = new_state._replace(astray_rows=new_state.n_observations.clone())
-    return new_state, reports, True
+    return new_state, ChunkReport(pieces, True, spread)
 
 
 def absorb_pieces(

@@ -23,6 +23,14 @@ class PieceReport(NamedTuple):
     surprised: bool = False  # rejuvenated after the piece (``surprise``)
 
 
+class ChunkReport(NamedTuple):
+    pieces: tuple[PieceReport, ...]
+    restarted: bool  # log Z was re-estimated over every row seen (``restart``)
+    # the cloud's width in units of the posterior's after the chunk (``spread``): about 1 while
+    # it follows the posterior; NaN while the past is used in full (exact moves)
+    spread: float
+
+
 def diverged_fraction(reports: tuple[PieceReport, ...]) -> float:
     """Mean fraction of unadjusted (SGHMC) trajectories undone as diverged over a chunk's
     steps (NaN if none ran)."""

@@ -17,7 +17,7 @@ from estimators.estimator import Estimator
 from estimators.online import particles
 from estimators.online.kernels import sghmc_moves
 from estimators.online.records import ChunkLoop, ParticleState
-from estimators.online.reports import PieceReport, accepted_fraction, diverged_fraction
+from estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
 from estimators.online.settings import SequentialSettings
 from estimators.online.target import Piece
 from estimators.smc.relabeling import Relabel, relabeler
@@ -39,12 +39,11 @@ class SequentialInfo:
     reanchors: int
     acceptance_rate: float  # of the exact HMC moves (NaN after the exact phase, unless barker)
     diverged_fraction: float  # of the SGHMC trajectories, undone (NaN if none ran: ``SGAISInfo``)
+    spread: float  # the cloud's width in units of the posterior's (``SGAISInfo``)
 
 
-def sequential_info(
-    rows: int, state: ParticleState, reports: tuple[PieceReport, ...], restarted: bool
-) -> SequentialInfo:
-    del restarted  # its loop makes no re-estimates
+def sequential_info(rows: int, state: ParticleState, chunk: ChunkReport) -> SequentialInfo:
+    reports = chunk.pieces
     steps = [info for report in reports for info in report.steps]
     return SequentialInfo(
         rows=rows,
@@ -55,6 +54,7 @@ def sequential_info(
         reanchors=sum(r.reanchored for r in reports),
         acceptance_rate=accepted_fraction(reports),
         diverged_fraction=diverged_fraction(reports),
+        spread=chunk.spread,
     )
 
 

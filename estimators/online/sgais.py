@@ -18,7 +18,7 @@ from estimators.estimator import Estimator
 from estimators.online import particles
 from estimators.online.kernels import sghmc_moves
 from estimators.online.records import ChunkLoop, ParticleState
-from estimators.online.reports import PieceReport, accepted_fraction, diverged_fraction
+from estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
 from estimators.online.settings import AnnealingSettings, SGAISSettings
 from estimators.online.target import Piece
 from estimators.smc.relabeling import Relabel, relabeler
@@ -52,11 +52,13 @@ class SGAISInfo:
     # log Z was estimated again from the prior over every row seen, shuffled (``restart``):
     # ``log_evidence_increment`` is then that of the chunk's in-order pass, not log Z's change
     restarted: bool
+    # the cloud's width in units of the posterior's (``spread``): about 1 while it follows the
+    # posterior, below ``spread.FROZEN`` once it has collapsed (NaN while the moves are exact)
+    spread: float
 
 
-def annealing_info(
-    rows: int, state: ParticleState, reports: tuple[PieceReport, ...], restarted: bool
-) -> SGAISInfo:
+def annealing_info(rows: int, state: ParticleState, chunk: ChunkReport) -> SGAISInfo:
+    reports = chunk.pieces
     steps = [info for report in reports for info in report.steps]
     return SGAISInfo(
         rows=rows,
@@ -72,7 +74,8 @@ def annealing_info(
         surprises=sum(r.surprised for r in reports),
         acceptance_rate=accepted_fraction(reports),
         diverged_fraction=diverged_fraction(reports),
-        restarted=restarted,
+        restarted=chunk.restarted,
+        spread=chunk.spread,
     )
 
 

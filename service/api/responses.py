@@ -55,7 +55,8 @@ class WindowEvidence(Body):
 class Reliability(Body):
     reliable: bool = Field(
         description="false for good once an update's SGHMC moves diverged past "
-        "MODELCOMPARE_DIVERGED_WARNING_FRACTION: log Z may then be off by more than its stderr"
+        "MODELCOMPARE_DIVERGED_WARNING_FRACTION or its particles collapsed (frozen_at): log Z "
+        "may then be off by more than its stderr"
     )
     reason: str | None = Field(description="why not reliable, or null")
     max_diverged_fraction: float = Field(
@@ -63,6 +64,11 @@ class Reliability(Body):
     )
     diverged_updates: int = Field(description="updates whose fraction exceeded the threshold")
     first_diverged_at: int | None = Field(description="rows seen after the first such update")
+    frozen_at: int | None = Field(
+        None,  # records stored before stop 32 lack it
+        description="rows seen after the first update whose particles had collapsed (info.spread "
+        "below 1e-4): log Z may then be off by more than its stderr"
+    )
 
 
 class ModelEvidence(Body):

@@ -13,7 +13,7 @@ import json
 from typing import Any
 
 MODEL_FIELDS = ("log_evidence", "log_evidence_stderr", "n_observations", "ess",
-                "annealing_steps", "diverged_fraction")
+                "annealing_steps", "diverged_fraction", "spread")
 
 
 def encode_point(point: dict[str, Any]) -> str:

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
+from estimators.data.history import Rows, RowsHistory
+from estimators.online.spread import FROZEN, relative_spread
 from models import FAMILIES, ConjugateModel, Model, ModelConfigError, build_model
 
 CONFIGS: dict[str, dict] = {
@@ -228,3 +232,21 @@ def test_unknown_family_raises() -> None:
 def test_bad_config_raises_model_config_error(family: str, config: dict) -> None:
     with pytest.raises(ModelConfigError):
         build_model(family, **config)
+
+
+@pytest.mark.parametrize("family", sorted(CONFIGS))
+def test_the_cloud_spread_reads_every_family(family: str, generator: torch.Generator) -> None:
+    """``relative_spread`` takes the log posterior's Hessian under torch.func: every family's
+    log-likelihood and log prior must allow it. Prior draws against 300 rows are far wider
+    than the posterior (a spread above 1); the same draws shrunk a millionfold about their mean
+    read as frozen."""
+    model = build_model(family, **CONFIGS[family])
+    theta = model.sample_prior(64, generator)
+    x, y = example_data(model, 300, generator)
+    seen = RowsHistory(Rows(x, y))
+    equal = torch.full((64,), -math.log(64), dtype=torch.float64)
+    wide = relative_spread(model, theta, equal, seen, generator)
+    assert math.isfinite(wide) and wide > 1
+    shrunk = theta.mean(0) + 1e-6 * (theta - theta.mean(0))
+    narrow = relative_spread(model, shrunk, equal, seen, generator)
+    assert 0 < narrow < FROZEN

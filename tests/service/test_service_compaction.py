@@ -46,13 +46,14 @@ def test_records_are_compact_and_old_records_still_read(start_server: StartServe
         assert [decode_point(raw) for raw in stored] == points
         store.lset(keys.trace, 0, json.dumps(points[0]))  # a point as an object, as before
         assert client.get(f"/v1/comparisons/{cid}/history").json()["points"] == points
-        # an array stored before diverged_fraction was recorded: its five model fields
+        # an array stored before diverged_fraction and spread were recorded: its five model
+        # fields
         sequence, version, n, seconds, models = json.loads(stored[1])
         store.lset(keys.trace, 1, json.dumps([sequence, version, n, seconds,
                                               [row[:6] for row in models]]))
         history = client.get(f"/v1/comparisons/{cid}/history").json()
         assert history["points"][1]["models"]["right"] == {
-            **points[1]["models"]["right"], "diverged_fraction": None}
+            **points[1]["models"]["right"], "diverged_fraction": None, "spread": None}
         assert history["models"]["right"]["diverged_fraction"][1] is None
         # one a newer worker wrote with a field added after these (a rolling upgrade)
         sequence, version, n, seconds, models = json.loads(stored[0])
@@ -62,4 +63,4 @@ def test_records_are_compact_and_old_records_still_read(start_server: StartServe
         assert later == points[0]
     assert set(points[0]["models"]["right"]) == {"log_evidence", "log_evidence_stderr",
                                                  "n_observations", "ess", "annealing_steps",
-                                                 "diverged_fraction"}
+                                                 "diverged_fraction", "spread"}

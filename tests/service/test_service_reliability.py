@@ -1,5 +1,6 @@
 """The sticky reliability record of a model's log Z (service/reliability.py): one update whose
-SGHMC moves diverged past the threshold marks it for good, in the evidence body and the trace."""
+SGHMC moves diverged past the threshold, or whose particles had collapsed, marks it for good, in
+the evidence body and the trace."""
 
 from __future__ import annotations
 
@@ -13,8 +14,8 @@ from service.reliability import initial, observe, reliable
 
 
 def updated(summary: dict[str, Any], n: int, fraction: float | None,
-            threshold: float = 0.1) -> dict[str, Any]:
-    summary.update(n_observations=n, info={"diverged_fraction": fraction})
+            threshold: float = 0.1, spread: float | None = None) -> dict[str, Any]:
+    summary.update(n_observations=n, info={"diverged_fraction": fraction, "spread": spread})
     observe(summary, threshold)
     return summary["reliability"]
 
@@ -43,6 +44,24 @@ def test_one_diverged_update_marks_the_model_for_good() -> None:
             again["max_diverged_fraction"]) == (2, 1000, 0.75)
 
 
+def test_a_frozen_cloud_marks_the_model_for_good() -> None:
+    summary: dict[str, Any] = {}
+    assert updated(summary, 1000, 0.0, spread=0.6)["reliable"] is True
+    assert updated(summary, 1500, 0.0, spread=2e-4)["reliable"] is True  # above 1e-4
+    record = updated(summary, 2000, 0.0, spread=6e-20)
+    assert (record["reliable"], record["frozen_at"], record["diverged_updates"]) == (
+        False, 2000, 0)
+    assert record["reason"] == (
+        "the particles had collapsed onto one point by row 2000 (their spread under 0.0001 of "
+        "the posterior's variance), and log Z may be off by more than its standard error")
+    assert updated(summary, 2500, 0.0, spread=1.0) == record  # sticky
+    both = updated(summary, 3000, 0.5, spread=1.0)
+    assert both["reason"].startswith("1 update(s) undid more than 10% of their SGHMC")
+    assert both["reason"].endswith("by row 2000 (their spread under 0.0001 of the posterior's "
+                                   "variance), and log Z may be off by more than its standard "
+                                   "error")
+
+
 def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
         start_server: StartServer, caplog: pytest.LogCaptureFixture) -> None:
     """Linear regressions with SGHMC from row 101: at the default learning rate every model stays
@@ -65,6 +84,10 @@ def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
     for model in found["calm"][0]:
         assert model["reliability"]["reliable"] is True
         assert model["reliability"]["max_diverged_fraction"] < 0.1
+        # the cloud follows the posterior: its width in the posterior's units is near 1
+        assert model["reliability"]["frozen_at"] is None and 0.3 < model["info"]["spread"] < 3
+        spreads = found["calm"][1][model["name"]]["spread"]
+        assert spreads[:2] == [None, None]  # exact moves while n ≤ full_batch_rows
     for model in found["reckless"][0]:
         record = model["reliability"]
         assert (record["reliable"], record["first_diverged_at"]) == (False, 200)

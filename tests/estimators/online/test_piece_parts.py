@@ -123,7 +123,7 @@ def test_a_long_piece_runs_with_more_particles_and_ends_with_m() -> None:
     history.append(Rows(x[:1000], y[:1000]))
     g = torch.Generator().manual_seed(0)
     state = init(model, settings, g)
-    state, _, _ = absorb(loop, state, Rows(x[:1000], y[:1000]), InMemoryHistory(5), g, None)
+    state, _ = absorb(loop, state, Rows(x[:1000], y[:1000]), InMemoryHistory(5), g, None)
     sizes: list[int] = []
     move = loop.careful_parts
 
@@ -139,8 +139,8 @@ def test_a_long_piece_runs_with_more_particles_and_ends_with_m() -> None:
         return parts._replace(move=counted)
 
     loop = loop._replace(careful_parts=recording)
-    state, reports, _ = absorb(loop, state, Rows(x[1000:], y[1000:]), history, g, None)
-    assert len(reports[0].steps) > 2 and sizes and set(sizes) == {3 * 64}
+    state, report = absorb(loop, state, Rows(x[1000:], y[1000:]), history, g, None)
+    assert len(report.pieces[0].steps) > 2 and sizes and set(sizes) == {3 * 64}
     assert state.particles.shape == (64, 6) and state.log_weights.shape == (64,)
     torch.testing.assert_close(state.log_weights.exp().sum(), torch.tensor(1.0, dtype=F64))
 
@@ -190,8 +190,8 @@ def test_the_careful_parts_wait_for_the_end_of_the_exact_phase() -> None:
     for start in range(0, 1200, 400):
         chunk = Rows(x[start : start + 400], y[start : start + 400])
         exact_phase = len(history) <= settings.full_batch_rows
-        state, reports, _ = absorb(loop, state, chunk, history, generator, None)
-        long_exact_pieces += exact_phase * sum(len(r.steps) > 1 for r in reports)
+        state, report = absorb(loop, state, chunk, history, generator, None)
+        long_exact_pieces += exact_phase * sum(len(r.steps) > 1 for r in report.pieces)
         history.append(chunk)
     assert long_exact_pieces > 0  # the exact phase had long ladders, and kept its parts
     assert careful_pasts and min(careful_pasts) > settings.full_batch_rows
