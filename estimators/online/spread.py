@@ -9,7 +9,7 @@ negative Hessian of the log posterior; under it E[(θ − θ̄)ᵀ H (θ − θ�
 weighted mean of that quadratic form, over D, is about 1 for a cloud that follows the posterior
 and orders of magnitude below 1 for a frozen one. H is taken at the heaviest particle, its
 likelihood part from a minibatch of the rows seen scaled by n/b (D Hessian-vector products,
-reverse over reverse mode): the posterior's own curvature, so a model whose noise
+batched): the posterior's own curvature, so a model whose noise
 scale is wrong for the data reads 1 as well (an empirical Fisher information would not).
 """
 
@@ -45,14 +45,15 @@ def relative_spread(
     sample = seen.sample(ROWS, derive_generator("spread", generator.initial_seed(),
                                                 device=generator.device))
     scale = len(seen) / ROWS
-
-    def log_posterior(theta: Tensor) -> Tensor:
-        one = theta[None]
-        return scale * model.log_likelihood(one, sample.x, sample.y).sum() + model.log_prior(
-            one
-        ).sum()
-
-    at = particles[int(log_weights.argmax())]
-    hessian = torch.func.jacrev(torch.func.grad(log_posterior))(at)  # (D, D)
+    at = particles[int(log_weights.argmax())].detach().requires_grad_(True)
+    with torch.enable_grad():
+        one = at[None]
+        log_posterior = scale * model.log_likelihood(one, sample.x, sample.y).sum() + (
+            model.log_prior(one).sum()
+        )
+        (slope,) = torch.autograd.grad(log_posterior, at, create_graph=True)
+        # one Hessian-vector product per coordinate, batched: ∇² log π(θ) (D, D)
+        basis = torch.eye(at.shape[0], dtype=at.dtype, device=at.device)
+        (hessian,) = torch.autograd.grad(slope, at, basis, is_grads_batched=True)
     quadratic = -torch.einsum("m,md,de,me->", weights, centred, hessian, centred)
     return abs(float(quadratic)) / particles.shape[1]
