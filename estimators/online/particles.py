@@ -31,7 +31,7 @@ from estimators.online.reports import (
     diverged_fraction,
 )
 from estimators.online.restart import reestimated, restart_due
-from estimators.online.spread import FROZEN, relative_spread
+from estimators.online.spread import FROZEN, SPREAD_ROWS, relative_spread
 from estimators.online.surprise import drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
 from estimators.settings import ParticleSettings
@@ -104,8 +104,9 @@ def absorb(
     generator: torch.Generator,
     deadline: Deadline | None,
 ) -> tuple[ParticleState, ChunkReport]:
-    """``absorb_pieces``, the cloud's spread after them, then a re-estimate over every row seen
-    where ``loop.restart`` makes one due."""
+    """``absorb_pieces``, the cloud's spread after them (on every chunk where ``loop.restart``
+    reads it, else on those that cross a multiple of ``SPREAD_ROWS`` rows), then a re-estimate
+    over every row seen where ``loop.restart`` makes one due."""
     n = int(state.n_observations)
     state, pieces = absorb_pieces(loop, state, chunk, history, generator, deadline)
     # while the past is used in full, pieces anneal away from the prior: long ladders are
@@ -113,9 +114,13 @@ def absorb(
     if n <= loop.full_batch_rows:
         return state, ChunkReport(pieces, False, math.nan)
     seen = ExtendedHistory(history, chunk)
-    spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
     if loop.restart is None:
+        # nothing here reads it but the report: measured once in ``SPREAD_ROWS`` rows
+        if n // SPREAD_ROWS == int(state.n_observations) // SPREAD_ROWS:
+            return state, ChunkReport(pieces, False, math.nan)
+        spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
         return state, ChunkReport(pieces, False, spread)
+    spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
     if not int(state.astray_rows) and (
         astray(loop.surprise, pieces, state.particles.shape[0]) or spread < FROZEN
     ):

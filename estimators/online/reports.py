@@ -27,7 +27,7 @@ class ChunkReport(NamedTuple):
     pieces: tuple[PieceReport, ...]
     restarted: bool  # log Z was re-estimated over every row seen (``restart``)
     # the cloud's width in units of the posterior's after the chunk (``spread``): about 1 while
-    # it follows the posterior; NaN while the past is used in full (exact moves)
+    # it follows the posterior; NaN where not measured (``particles.absorb``)
     spread: float
 
 

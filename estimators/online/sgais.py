@@ -53,7 +53,8 @@ class SGAISInfo:
     # ``log_evidence_increment`` is then that of the chunk's in-order pass, not log Z's change
     restarted: bool
     # the cloud's width in units of the posterior's (``spread``): about 1 while it follows the
-    # posterior, below ``spread.FROZEN`` once it has collapsed (NaN while the moves are exact)
+    # posterior, below ``spread.FROZEN`` once it has collapsed. NaN where not measured: while the
+    # moves are exact, and without re-estimates on updates that cross no multiple of 2,000 rows
     spread: float
 
 

@@ -1,13 +1,16 @@
 """The cloud's spread in units of the posterior's: about 1 for exact posterior draws of a
-conjugate model, far below ``FROZEN`` for a cloud collapsed onto one point, and the update's
-generator untouched."""
+conjugate model, far below ``FROZEN`` for a cloud collapsed onto one point, the update's
+generator untouched, and which updates measure it."""
 
 from __future__ import annotations
 
+import math
+
 import torch
 
+from estimators import OnlineEvidence
 from estimators.data.history import Rows, RowsHistory
-from estimators.online.spread import FROZEN, relative_spread
+from estimators.online.spread import FROZEN, SPREAD_ROWS, relative_spread
 from models import LinearRegression
 
 F64 = torch.float64
@@ -61,3 +64,28 @@ def test_the_update_generator_is_not_drawn_from() -> None:
     before = generator.get_state()
     relative_spread(model, draws, equal, seen, generator)
     assert torch.equal(generator.get_state(), before)
+
+
+def test_updates_measure_it_past_each_multiple_of_spread_rows_or_always_with_re_estimates(
+) -> None:
+    """Without re-estimates only the updates whose rows cross a multiple of ``SPREAD_ROWS``
+    measure the spread (NaN on the others and while the moves are exact); with them every
+    update after the exact phase does, since their trigger reads it. A cloud that follows the
+    posterior reads near 1."""
+    model = LinearRegression(3)
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(4500, 3, generator=g, dtype=F64)
+    y = x @ torch.tensor([1.0, -2.0, 0.5], dtype=F64) + torch.randn(4500, generator=g, dtype=F64)
+    plain = OnlineEvidence(model, seed=2, full_batch_rows=100)
+    restarting = OnlineEvidence(model, seed=2, full_batch_rows=100, restart_growth=2.0)
+    measured: dict[str, list[int]] = {"plain": [], "restarting": []}
+    for start in range(0, 4500, 500):
+        for name, tracker in (("plain", plain), ("restarting", restarting)):
+            spread = tracker.update(x[start : start + 500], y[start : start + 500]).spread
+            if not math.isnan(spread):
+                measured[name].append(start + 500)
+                # 64 correlated particles, after SGHMC: within a factor 2 of the posterior
+                assert 0.5 < spread < 2
+    assert SPREAD_ROWS == 2000
+    assert measured["plain"] == [2000, 4000]  # the update of rows 0-500: exact moves
+    assert measured["restarting"] == list(range(1000, 5000, 500))
