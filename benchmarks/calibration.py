@@ -52,6 +52,7 @@ import estimators.online.particles as particle_loop
 from estimators import EstimatorError, OnlineEvidence
 from estimators.data.history import Rows
 from estimators.data.rng import derive_seed
+from estimators.online.spread import FROZEN
 from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
 from models import GaussianMixture, LinearRegression, LogisticRegression, Model
 from service.core.config import Settings
@@ -143,10 +144,13 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
     one update undid as diverged (``diverged_fraction``; 0 where every move was exact) with the
     rows seen when it first exceeded the service's warning threshold (``flagged_at``; None:
     never, so the service would report the run's log Z as reliable), and the rows at which log Z
-    was re-estimated over the shuffled rows (``restarts``; with ``restart_growth``)."""
+    was re-estimated over the shuffled rows (``restarts``; with ``restart_growth``), and the
+    smallest spread of the cloud measured (``min_spread``: about 1 where it follows the
+    posterior) with the rows seen when it first read frozen (``frozen_at``)."""
     tracker = OnlineEvidence(build(family), seed=seed, **settings)
     delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
     restarts: list[int] = []  # rows at which log Z was re-estimated (``restart_growth``)
+    min_spread, frozen_at = math.inf, None
     genealogy = Timed(particle_loop.eve_variance)
     particle_loop.eve_variance = genealogy  # type: ignore[assignment]
     try:
@@ -158,6 +162,10 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
             delta_variance += info.delta_method_variance
             if info.restarted:
                 restarts.append(tracker.n_observations)
+            if not math.isnan(info.spread):
+                min_spread = min(min_spread, info.spread)
+                if frozen_at is None and info.spread < FROZEN:
+                    frozen_at = tracker.n_observations
             if not math.isnan(info.diverged_fraction):
                 diverged = max(diverged, info.diverged_fraction)
                 if flagged_at is None and info.diverged_fraction > DIVERGED_WARNING:
@@ -166,7 +174,9 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         return {"log_z": math.nan, "stderr": math.nan, "stderr_delta": math.nan,
                 "seconds": update_seconds, "genealogy_fraction": math.nan,
                 "max_diverged_fraction": diverged, "flagged_at": flagged_at,
-                "restarts": restarts, "failed": f"row {start}: {error}"}
+                "restarts": restarts, "min_spread": finite_or_none(min_spread),
+                "frozen_at": frozen_at,
+                "failed": f"row {start}: {error}"}
     finally:
         particle_loop.eve_variance = genealogy.function  # type: ignore[assignment]
     return {
@@ -178,7 +188,13 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "max_diverged_fraction": diverged,
         "flagged_at": flagged_at,
         "restarts": restarts,
+        "min_spread": finite_or_none(min_spread),
+        "frozen_at": frozen_at,
     }
+
+
+def finite_or_none(value: float) -> float | None:
+    return value if math.isfinite(value) else None
 
 
 class Timed:
@@ -324,6 +340,7 @@ def main() -> None:
                     f"stderr {result['stderr']:.2f} (delta {result['stderr_delta']:.2f}) "
                     f"{result['seconds']:.1f} s, diverged ≤ {result['max_diverged_fraction']:.2f}"
                     + (f" (flagged at row {result['flagged_at']})" if result["flagged_at"] else "")
+                    + (f", frozen at row {result['frozen_at']}" if result["frozen_at"] else "")
                     + (
                         f"; main error {result['main_error']:+7.2f} ± {result['main_stderr']:.2f}"
                         if args.baseline
