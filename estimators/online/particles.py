@@ -113,14 +113,14 @@ def absorb(
     # expected there, not a sign of trouble; and the moves are exact
     if n <= loop.full_batch_rows:
         return state, ChunkReport(pieces, False, math.nan)
+    # without re-estimates nothing here reads it but the report: measured once in
+    # ``SPREAD_ROWS`` rows
+    if loop.restart is None and n // SPREAD_ROWS == int(state.n_observations) // SPREAD_ROWS:
+        return state, ChunkReport(pieces, False, math.nan)
     seen = ExtendedHistory(history, chunk)
-    if loop.restart is None:
-        # nothing here reads it but the report: measured once in ``SPREAD_ROWS`` rows
-        if n // SPREAD_ROWS == int(state.n_observations) // SPREAD_ROWS:
-            return state, ChunkReport(pieces, False, math.nan)
-        spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
-        return state, ChunkReport(pieces, False, spread)
     spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
+    if loop.restart is None:
+        return state, ChunkReport(pieces, False, spread)
     if not int(state.astray_rows) and (
         astray(loop.surprise, pieces, state.particles.shape[0]) or spread < FROZEN
     ):

@@ -9,8 +9,8 @@ negative Hessian of the log posterior; under it E[(θ − θ̄)ᵀ H (θ − θ�
 weighted mean of that quadratic form, over D, is about 1 for a cloud that follows the posterior
 and orders of magnitude below 1 for a frozen one. H is taken at the heaviest particle, its
 likelihood part from a minibatch of the rows seen scaled by n/b, in two backward passes over
-the M particles: the posterior's own curvature, so a model whose noise
-scale is wrong for the data reads 1 as well (an empirical Fisher information would not).
+the M particles: the posterior's own curvature, so a model whose noise scale is wrong for the
+data reads 1 as well (an empirical Fisher information would not).
 """
 
 from __future__ import annotations

@@ -78,7 +78,6 @@ def list_comparisons(args: argparse.Namespace) -> None:
 
 
 def delete(args: argparse.Namespace) -> None:
-
     with Client(args.url, args.api_key) as api:
         for cid in args.comparisons:
             name = api.get_comparison(cid)["name"]
