@@ -20,6 +20,8 @@ smallest (so the reference is the i.i.d. one: the models are exchangeable).
     python benchmarks/calibration.py --quick                 # N = 2000, 4 data sets
     python benchmarks/calibration.py --families linear --streams ordered \
         --settings '{"particles": 256}' --first 15 --datasets 15  # other settings, sets 15-29
+    python benchmarks/calibration.py --families logistic --seed 100  # the same data sets, other
+                                                                     # engine seeds (i + 100)
 
 Writes results/calibration.json and calibration.png.
 """
@@ -294,6 +296,10 @@ def main() -> None:
         "--settings", type=json.loads, default={}, help="SG-AIS settings as JSON object"
     )
     parser.add_argument("--first", type=int, default=0, help="index of the first data set")
+    parser.add_argument(
+        "--seed", type=int, default=0,
+        help="data set i runs with engine seed i + this (a replicate of the same data sets)",
+    )
     args = parser.parse_args()
     if args.quick:
         args.rows, args.datasets = 2_000, 4
@@ -318,9 +324,9 @@ def main() -> None:
                 ref = reference(family, data, f"{family}/{shared}/{args.rows}/{index}", cache)
                 if len(cache) > known:  # written only when new: concurrent runs share the file
                     write_json("calibration_references", cache, cache_path)
-                result = run(family, data, index, args.settings)
+                result = run(family, data, index + args.seed, args.settings)
                 if args.baseline:
-                    main_run = run(family, data, index, MAIN)
+                    main_run = run(family, data, index + args.seed, MAIN)
                     result["main_error"] = main_run["log_z"] - ref["log_z"]
                     result["main_stderr"] = main_run["stderr"]
                     result["main_seconds"] = main_run["seconds"]
@@ -329,6 +335,7 @@ def main() -> None:
                     "stream": stream,
                     "rows": args.rows,
                     "dataset": index,
+                    "seed": index + args.seed,
                     "reference": ref["log_z"],
                     "reference_stderr": ref["stderr"],
                     "error": result["log_z"] - ref["log_z"],
