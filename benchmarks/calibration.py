@@ -63,7 +63,7 @@ CHUNK, CHANGES = 500, (1_000, 5_000)
 # main before issue 18: delta-method stderr, re-anchoring on growth only, no extra moves, the
 # same ladder and moves for every step of a piece
 MAIN = {"standard_error": "delta", "anchor_drift": 1000.0, "surprise_moves": 0,
-        "surprise_ess_target": 0.8, "surprise_move_steps": 20}
+        "surprise_ess_target": 0.8, "surprise_move_steps": 20, "restart_growth": 0.0}
 COVERAGE_TARGET, RMS_Z_RANGE = 0.90, (0.85, 1.15)
 # an update past this fraction of diverged trajectories marks a model unreliable in the service
 DIVERGED_WARNING = Settings.model_fields["diverged_warning_fraction"].default

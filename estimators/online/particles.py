@@ -104,8 +104,8 @@ def absorb(
     generator: torch.Generator,
     deadline: Deadline | None,
 ) -> tuple[ParticleState, ChunkReport]:
-    """``absorb_pieces``, the cloud's spread after them (on every chunk where ``loop.restart``
-    reads it, else on those that cross a multiple of ``SPREAD_ROWS`` rows), then a re-estimate
+    """``absorb_pieces``, the cloud's spread after them (on every chunk while a re-estimate can
+    still come, else on those that cross a multiple of ``SPREAD_ROWS`` rows), then a re-estimate
     over every row seen where ``loop.restart`` makes one due."""
     n = int(state.n_observations)
     state, pieces = absorb_pieces(loop, state, chunk, history, generator, deadline)
@@ -113,21 +113,23 @@ def absorb(
     # expected there, not a sign of trouble; and the moves are exact
     if n <= loop.full_batch_rows:
         return state, ChunkReport(pieces, False, math.nan)
-    # without re-estimates nothing here reads it but the report: measured once in
-    # ``SPREAD_ROWS`` rows
-    if loop.restart is None and n // SPREAD_ROWS == int(state.n_observations) // SPREAD_ROWS:
+    after = int(state.n_observations)
+    # past ``max_rows`` no re-estimate can come, so nothing here reads the spread but the
+    # report: then, as without re-estimates, it is measured once in ``SPREAD_ROWS`` rows
+    restart = loop.restart
+    if restart is not None and after > restart.max_rows:
+        restart = None
+    if restart is None and n // SPREAD_ROWS == after // SPREAD_ROWS:
         return state, ChunkReport(pieces, False, math.nan)
     seen = ExtendedHistory(history, chunk)
     spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
-    if loop.restart is None:
+    if restart is None:
         return state, ChunkReport(pieces, False, spread)
     if not int(state.astray_rows) and (
         astray(loop.surprise, pieces, state.particles.shape[0]) or spread < FROZEN
     ):
         state = state._replace(astray_rows=state.n_observations.clone())
-    if not restart_due(
-        loop.restart, int(state.n_observations), int(state.restart_rows), int(state.astray_rows) > 0
-    ):
+    if not restart_due(restart, after, int(state.restart_rows), int(state.astray_rows) > 0):
         return state, ChunkReport(pieces, False, spread)
     assert loop.fresh is not None
     found = reestimated(

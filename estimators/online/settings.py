@@ -145,7 +145,7 @@ class AnnealingSettings(LadderSettings):
         5, ge=0, le=100, description="extra moves at λ = 1 after a surprising piece (0: none)"
     )
     restart_growth: float = Field(
-        0.0,
+        2.0,
         ge=0.0,
         le=100.0,
         description="once a chunk after the exact phase has left the particles astray (a "

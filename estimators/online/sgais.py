@@ -54,7 +54,8 @@ class SGAISInfo:
     restarted: bool
     # the cloud's width in units of the posterior's (``spread``): about 1 while it follows the
     # posterior, below ``spread.FROZEN`` once it has collapsed. NaN where not measured: while the
-    # moves are exact, and without re-estimates on updates that cross no multiple of 2,000 rows
+    # moves are exact, and where no re-estimate can come (off, or n past ``restart_max_rows``)
+    # on updates that cross no multiple of 2,000 rows
     spread: float
 
 

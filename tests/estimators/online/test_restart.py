@@ -52,11 +52,12 @@ def test_shuffled_holds_every_row_once() -> None:
     assert torch.equal(rows.x[torch.argsort(rows.y)], x[torch.argsort(y)])
 
 
-def test_growth_below_one_and_a_half_is_refused() -> None:
+def test_growth_below_one_and_a_half_is_refused_and_zero_turns_them_off() -> None:
     with pytest.raises(pydantic.ValidationError, match="restart_growth"):
         SGAISSettings(restart_growth=1.2)
-    assert SGAISSettings().restart is None
-    assert SGAISSettings(restart_growth=2.0).restart == Restart(2.0, 1000, 20_000)
+    assert SGAISSettings().restart == Restart(2.0, 1000, 20_000)
+    assert SGAISSettings(restart_growth=0.0).restart is None
+    assert SGAISSettings(restart_growth=3.0).restart == Restart(3.0, 1000, 20_000)
 
 
 def test_a_drifting_stream_is_re_estimated_and_log_z_stays_exact() -> None:
@@ -64,11 +65,11 @@ def test_a_drifting_stream_is_re_estimated_and_log_z_stays_exact() -> None:
     x, y = drifting(1500, 3)
     tracker = OnlineEvidence(model, seed=3, full_batch_rows=100, restart_growth=2.0,
                              restart_min_rows=200)
-    default = OnlineEvidence(model, seed=3, full_batch_rows=100)
+    without = OnlineEvidence(model, seed=3, full_batch_rows=100, restart_growth=0.0)
     restarts = []
     for start in range(0, 1500, 100):
         info = tracker.update(x[start : start + 100], y[start : start + 100])
-        assert not default.update(x[start : start + 100], y[start : start + 100]).restarted
+        assert not without.update(x[start : start + 100], y[start : start + 100]).restarted
         if info.restarted:
             n = start + 100
             restarts.append(n)
@@ -77,7 +78,7 @@ def test_a_drifting_stream_is_re_estimated_and_log_z_stays_exact() -> None:
             assert abs(tracker.log_evidence - exact) < 3 * tracker.log_evidence_stderr
     assert restarts[0] == 600  # the chunk after the first change point
     assert all(later >= 2 * earlier for earlier, later in itertools.pairwise(restarts))
-    assert int(default.state.restart_rows) == 0
+    assert int(without.state.restart_rows) == 0
     error = tracker.log_evidence - exact_log_evidence(model, x, y)
     assert abs(error) < 3 * tracker.log_evidence_stderr
 

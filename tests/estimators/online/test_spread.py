@@ -66,21 +66,25 @@ def test_the_update_generator_is_not_drawn_from() -> None:
     assert torch.equal(generator.get_state(), before)
 
 
-def test_updates_measure_it_past_each_multiple_of_spread_rows_or_always_with_re_estimates(
+def test_updates_measure_it_past_each_multiple_of_spread_rows_or_while_a_re_estimate_can_come(
 ) -> None:
     """Without re-estimates only the updates whose rows cross a multiple of ``SPREAD_ROWS``
     measure the spread (NaN on the others and while the moves are exact); with them every
-    update after the exact phase does, since their trigger reads it. A cloud that follows the
+    update after the exact phase does while n ≤ ``restart_max_rows``, since their trigger reads
+    it, and past that only those that cross a multiple again. A cloud that follows the
     posterior reads near 1."""
     model = LinearRegression(3)
     g = torch.Generator().manual_seed(2)
     x = torch.randn(4500, 3, generator=g, dtype=F64)
     y = x @ torch.tensor([1.0, -2.0, 0.5], dtype=F64) + torch.randn(4500, generator=g, dtype=F64)
-    plain = OnlineEvidence(model, seed=2, full_batch_rows=100)
-    restarting = OnlineEvidence(model, seed=2, full_batch_rows=100, restart_growth=2.0)
-    measured: dict[str, list[int]] = {"plain": [], "restarting": []}
+    trackers = {
+        "plain": OnlineEvidence(model, seed=2, full_batch_rows=100, restart_growth=0.0),
+        "restarting": OnlineEvidence(model, seed=2, full_batch_rows=100),
+        "capped": OnlineEvidence(model, seed=2, full_batch_rows=100, restart_max_rows=2500),
+    }
+    measured: dict[str, list[int]] = {name: [] for name in trackers}
     for start in range(0, 4500, 500):
-        for name, tracker in (("plain", plain), ("restarting", restarting)):
+        for name, tracker in trackers.items():
             spread = tracker.update(x[start : start + 500], y[start : start + 500]).spread
             if not math.isnan(spread):
                 measured[name].append(start + 500)
@@ -89,3 +93,4 @@ def test_updates_measure_it_past_each_multiple_of_spread_rows_or_always_with_re_
     assert SPREAD_ROWS == 2000
     assert measured["plain"] == [2000, 4000]  # the update of rows 0-500: exact moves
     assert measured["restarting"] == list(range(1000, 5000, 500))
+    assert measured["capped"] == [1000, 1500, 2000, 2500, 4000]
