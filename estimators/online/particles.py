@@ -30,7 +30,7 @@ from estimators.online.reports import (
     astray,
     diverged_fraction,
 )
-from estimators.online.restart import reestimated, restart_due
+from estimators.online.restart import can_come, reestimated, restart_due
 from estimators.online.spread import FROZEN, SPREAD_ROWS, relative_spread
 from estimators.online.surprise import drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
@@ -114,10 +114,10 @@ def absorb(
     if n <= loop.full_batch_rows:
         return state, ChunkReport(pieces, False, math.nan)
     after = int(state.n_observations)
-    # past ``max_rows`` no re-estimate can come, so nothing here reads the spread but the
-    # report: then, as without re-estimates, it is measured once in ``SPREAD_ROWS`` rows
+    # once no re-estimate can come, nothing here reads the spread but the report: then, as
+    # without re-estimates, it is measured once in ``SPREAD_ROWS`` rows
     restart = loop.restart
-    if restart is not None and after > restart.max_rows:
+    if restart is not None and not can_come(restart, after):
         restart = None
     if restart is None and n // SPREAD_ROWS == after // SPREAD_ROWS:
         return state, ChunkReport(pieces, False, math.nan)

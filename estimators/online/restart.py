@@ -34,13 +34,20 @@ class Restart(NamedTuple):
     max_rows: int  # nor after: the pass runs inside one update
 
 
+def can_come(restart: Restart, rows_seen: int) -> bool:
+    """Whether a re-estimate can still be made at ``rows_seen`` rows or later (none past
+    ``max_rows``)."""
+    return rows_seen <= restart.max_rows
+
+
 def restart_due(restart: Restart, rows_seen: int, last_restart_rows: int, astray: bool) -> bool:
     """Whether to re-estimate over ``rows_seen`` rows, given whether a chunk has left the
     particles astray (``particles.astray``) since the last re-estimate. Astray is remembered:
     a cloud that collapsed onto one point gives no later sign, its moves no longer move it."""
     return (
         astray
-        and restart.min_rows <= rows_seen <= restart.max_rows
+        and restart.min_rows <= rows_seen
+        and can_come(restart, rows_seen)
         and rows_seen >= restart.growth * last_restart_rows
     )
 

@@ -15,7 +15,7 @@ from estimators import Deadline, OnlineEvidence, exact_log_evidence
 from estimators.data.history import Rows, RowsHistory
 from estimators.online import particles, sgais
 from estimators.online.records import ParticleState
-from estimators.online.restart import Restart, restart_due, shuffled
+from estimators.online.restart import Restart, can_come, restart_due, shuffled
 from estimators.online.settings import SGAISSettings
 from models import LinearRegression
 
@@ -38,6 +38,7 @@ def test_a_re_estimate_is_due_after_an_astray_chunk_within_the_bounds() -> None:
     assert not restart_due(restart, 1000, 0, False)
     assert not restart_due(restart, 500, 0, True)
     assert not restart_due(restart, 20_500, 0, True)
+    assert can_come(restart, 20_000) and not can_come(restart, 20_500)
     assert not restart_due(restart, 1500, 1000, True)
     assert restart_due(restart, 2000, 1000, True)
 
