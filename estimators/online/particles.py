@@ -23,15 +23,9 @@ from estimators.errors import Progress
 from estimators.estimator import Estimator, Update, lognormal_log_evidence, weighted_particles
 from estimators.online.piece_parts import PieceParts
 from estimators.online.records import ChunkLoop, ParticleState
-from estimators.online.reports import (
-    DIVERGED,
-    ChunkReport,
-    PieceReport,
-    astray,
-    diverged_fraction,
-)
+from estimators.online.reports import ChunkReport, PieceReport, astray
 from estimators.online.restart import can_come, reestimated, restart_due
-from estimators.online.spread import FROZEN, SPREAD_ROWS, relative_spread
+from estimators.online.spread import SPREAD_ROWS, relative_spread
 from estimators.online.surprise import drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
 from estimators.settings import ParticleSettings
@@ -125,9 +119,7 @@ def absorb(
     spread = relative_spread(loop.model, state.particles, state.log_weights, seen, generator)
     if restart is None:
         return state, ChunkReport(pieces, False, spread)
-    if not int(state.astray_rows) and (
-        astray(loop.surprise, pieces, state.particles.shape[0]) or spread < FROZEN
-    ):
+    if not int(state.astray_rows) and astray(pieces, spread):
         state = state._replace(astray_rows=state.n_observations.clone())
     if not restart_due(restart, after, int(state.restart_rows), int(state.astray_rows) > 0):
         return state, ChunkReport(pieces, False, spread)
@@ -145,7 +137,7 @@ def absorb(
                              generator)
     # a pass can go astray too (calibration data set 22 froze in one): the next one waits
     # until n has grown by ``growth`` again
-    if diverged_fraction(pass_pieces) > DIVERGED or spread < FROZEN:
+    if astray(pass_pieces, spread):
         new_state = new_state._replace(astray_rows=new_state.n_observations.clone())
     return new_state, ChunkReport(pieces, True, spread)
 

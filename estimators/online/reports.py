@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from estimators.online.surprise import Surprise, surprising
+from estimators.online.spread import FROZEN
 from estimators.smc.tempered import StepInfo
 
 # an update that undid more than this fraction of its SGHMC trajectories as diverged is astray
@@ -46,9 +46,10 @@ def accepted_fraction(reports: tuple[PieceReport, ...]) -> float:
     return sum(rates) / len(rates) if rates else math.nan
 
 
-def astray(surprise: Surprise | None, reports: tuple[PieceReport, ...], particles: int) -> bool:
-    """Whether a chunk left signs that the particles no longer follow the posterior: a
-    surprising piece, or more than ``DIVERGED`` of its SGHMC trajectories undone as diverged."""
-    return (
-        surprise is not None and any(surprising(surprise, r.steps, particles) for r in reports)
-    ) or diverged_fraction(reports) > DIVERGED
+def astray(reports: tuple[PieceReport, ...], spread: float) -> bool:
+    """Whether a chunk (or a re-estimate) left the particle system broken: more than
+    ``DIVERGED`` of its SGHMC trajectories undone as diverged, or its cloud frozen (``spread``
+    below ``FROZEN``; NaN where not measured). A surprising piece alone is not a sign: an
+    i.i.d. stream's pieces just after the exact phase take long ladders too, and the extra
+    moves that follow one (``surprise``) are the answer to it (benchmarks/README.md, "Stop 34")."""
+    return diverged_fraction(reports) > DIVERGED or spread < FROZEN

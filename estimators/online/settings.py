@@ -148,8 +148,8 @@ class AnnealingSettings(LadderSettings):
         2.0,
         ge=0.0,
         le=100.0,
-        description="once a chunk after the exact phase has left the particles astray (a "
-        "surprising piece, or over 10% of its SGHMC trajectories diverged), re-estimate log Z "
+        description="once a chunk after the exact phase has left the particle system broken "
+        "(over 10% of its SGHMC trajectories diverged, or its cloud frozen), re-estimate log Z "
         "from the prior over every row seen, shuffled, at the first chunk where n is at least "
         "this many times the rows of the last re-estimate (0: never; else at least 1.5): each "
         "costs what the rows seen cost",

@@ -103,20 +103,20 @@ def test_a_re_estimate_starts_the_window_again() -> None:
 
 def test_a_model_that_re_estimates_in_the_service_restarts_its_window(
         start_server: StartServer) -> None:
-    """SG-AIS with ``restart_growth``: after a change point the update that re-estimates log Z
-    says so in ``info.restarted`` and its window is null; the next chunk's window spans it."""
+    """SG-AIS with steps too long for the posterior (``lr`` 1: most SGHMC trajectories diverge,
+    which leaves the particles astray): the update that re-estimates log Z says so in
+    ``info.restarted`` and its window is null; the next chunk's window spans it."""
     server = start_server("embedded")
     x, y = regression_data(600)
-    y[300:] += 2.0  # a change point at row 300
     body = comparison_body("sgais", full_batch_rows=100, restart_growth=2.0,
-                           restart_min_rows=200, particles=32)
+                           restart_min_rows=200, particles=32, lr=1.0)
     with server.client() as client:
         cid = client.post("/v1/comparisons", json=body).json()["id"]
         bodies = [client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=c).json()
                   for c in chunks(x, y, 100)]
     right = [by_name(evidence)["right"] for evidence in bodies]
     restarted = [i for i, m in enumerate(right) if m["info"]["restarted"]]
-    assert restarted and restarted[0] >= 3  # not before the change point
+    assert restarted and restarted[0] >= 2  # not in the exact phase (its first 100 rows)
     first = restarted[0]
     assert right[first]["window"] is None
     assert right[first + 1]["window"]["rows"] == 100
