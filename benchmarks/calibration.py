@@ -23,6 +23,10 @@ smallest (so the reference is the i.i.d. one: the models are exchangeable).
     python benchmarks/calibration.py --families logistic --seed 100  # the same data sets, other
                                                                      # engine seeds (i + 100)
 
+Each run also records ``stderr_lagged``: the stderr with the covariance between pieces up to L − 1
+apart counted, from the genealogy across pieces (``lagged_variances``), and each cell the RMS z
+each would give: a diagnostic of what the reported stderr leaves out, not what the engine reports.
+
 Writes results/calibration.json and calibration.png.
 """
 
@@ -49,6 +53,7 @@ from _common import (
     write_json,
 )
 from scipy.stats import chi2
+from torch import Tensor
 
 import estimators.online.particles as particle_loop
 from estimators import EstimatorError, OnlineEvidence
@@ -56,6 +61,8 @@ from estimators.data.history import Rows
 from estimators.data.rng import derive_seed
 from estimators.online.spread import FROZEN
 from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
+from estimators.smc.genealogy import eve_variance
+from estimators.smc.tempered import StepInfo
 from models import GaussianMixture, LinearRegression, LogisticRegression, Model
 from service.core.config import Settings
 
@@ -67,6 +74,8 @@ MAIN = {"standard_error": "delta", "anchor_drift": 1000.0, "surprise_moves": 0,
 COVERAGE_TARGET, RMS_Z_RANGE = 0.90, (0.85, 1.15)
 # an update past this fraction of diverged trajectories marks a model unreliable in the service
 DIVERGED_WARNING = Settings.model_fields["diverged_warning_fraction"].default
+# lagged genealogy variances for windows of up to this many pieces (``lagged_variances``)
+LAGS = 8
 FAMILIES = ("linear", "logistic", "mixture")
 STREAMS = ("iid", "ordered")
 
@@ -153,17 +162,22 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
     delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
     restarts: list[int] = []  # rows at which log Z was re-estimated (``restart_growth``)
     min_spread, frozen_at = math.inf, None
-    genealogy = Timed(particle_loop.eve_variance)
-    particle_loop.eve_variance = genealogy  # type: ignore[assignment]
+    original = particle_loop.eve_variance
+    genealogy = Timed(original)
+    recorded = Recorded(genealogy)
+    particle_loop.eve_variance = recorded  # type: ignore[assignment]
     try:
         for start in range(0, data.count, CHUNK):
             part = data.slice(start, min(start + CHUNK, data.count))
+            before = len(recorded.pieces)
             begin = time.perf_counter()
             info = tracker.update(part.x, part.y)
             update_seconds += time.perf_counter() - begin
             delta_variance += info.delta_method_variance
             if info.restarted:
                 restarts.append(tracker.n_observations)
+                # the pass's pieces, recorded after the chunk's in-order ones, replace the past
+                del recorded.pieces[: before + info.sub_chunks]
             if not math.isnan(info.spread):
                 min_spread = min(min_spread, info.spread)
                 if frozen_at is None and info.spread < FROZEN:
@@ -180,7 +194,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
                 "frozen_at": frozen_at,
                 "failed": f"row {start}: {error}"}
     finally:
-        particle_loop.eve_variance = genealogy.function  # type: ignore[assignment]
+        particle_loop.eve_variance = original  # type: ignore[assignment]
     return {
         "log_z": tracker.log_evidence,
         "stderr": tracker.log_evidence_stderr,
@@ -192,7 +206,40 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "restarts": restarts,
         "min_spread": finite_or_none(min_spread),
         "frozen_at": frozen_at,
+        "stderr_lagged": [math.sqrt(max(v, 0.0)) for v in lagged_variances(recorded.pieces)]
+        if recorded.pieces else None,
     }
+
+
+def lagged_variances(pieces: list[tuple[Tensor, tuple[StepInfo, ...]]]) -> list[float]:
+    """Var(log Ẑ) counting the covariance of pieces up to L − 1 apart, for L = 1..``LAGS``.
+
+    The reported variance sums each piece's Eve variance (``smc.genealogy``, Eves at the
+    piece's start): it takes the pieces' increments X_k as uncorrelated. With W(j, k) the Eve
+    variance of pieces j..k from Eves at the start of piece j, W(j, k) − W(j, k − 1) ≈ Var X_k +
+    2 Σ_{j ≤ i < k} Cov(X_i, X_k), so Σ_k [W(k − L + 1, k) − W(k − L + 1, k − 1)] estimates
+    Σ_k Var X_k + 2 Σ_{0 < k − i < L} Cov(X_i, X_k). L = 1 is the reported variance; a long
+    window's genealogy collapses onto few Eves and reads low. A piece whose careful steps ran
+    with more particles (``surprise_particles``) ends with a selection back to M whose ancestors
+    no step records: windows start after it, so its covariance with later pieces is left out."""
+    widened = [bool(steps) and steps[-1].reweighted_log_weights is not None
+               and steps[-1].reweighted_log_weights.shape[0] != initial.shape[0]
+               for initial, steps in pieces]
+
+    def window(first: int, last: int) -> float:
+        if last < first:
+            return 0.0
+        steps = [info for index in range(first, last + 1) for info in pieces[index][1]]
+        return eve_variance(pieces[first][0], steps)
+
+    def first(last: int, lag: int) -> int:
+        earliest = max(0, last - lag + 1)
+        return max([earliest] + [i + 1 for i in range(earliest, last) if widened[i]])
+
+    return [
+        sum(window(first(k, lag), k) - window(first(k, lag), k - 1) for k in range(len(pieces)))
+        for lag in range(1, LAGS + 1)
+    ]
 
 
 def finite_or_none(value: float) -> float | None:
@@ -211,6 +258,28 @@ class Timed:
             return self.function(*args)
         finally:
             self.seconds += time.perf_counter() - begin
+
+
+class Recorded:
+    """``particles.eve_variance``, keeping each piece's starting weights and steps."""
+
+    def __init__(self, function: Any) -> None:
+        self.function = function
+        self.pieces: list[tuple[Tensor, tuple[StepInfo, ...]]] = []
+
+    def __call__(self, initial_log_weights: Tensor, steps: Any) -> float:
+        self.pieces.append((initial_log_weights, tuple(steps)))
+        return self.function(initial_log_weights, steps)
+
+
+def lagged_rms_z(runs: list[dict[str, Any]]) -> list[float]:
+    """RMS z of the runs with the variance of each lag L = 1..``LAGS`` (``lagged_variances``)."""
+    lagged = [r for r in runs if r.get("stderr_lagged")]
+    return [
+        calibration([{**r, "lagged": r["stderr_lagged"][lag]} for r in lagged], "error",
+                    "lagged")["rms_z"]
+        for lag in range(LAGS)
+    ]
 
 
 def calibration(runs: list[dict[str, Any]], error: str, stderr: str) -> dict[str, float]:
@@ -370,6 +439,7 @@ def main() -> None:
                     "main": calibration(mine, "main_error", "main_stderr"),
                     "genealogy_fraction": finite_median(r["genealogy_fraction"] for r in mine),
                     "stderr_ratio": finite_median(r["stderr"] / r["stderr_delta"] for r in mine),
+                    "lagged_rms_z": lagged_rms_z(mine),
                 }
             )
     print(
@@ -423,6 +493,11 @@ def main() -> None:
         "the same runs; 'main': "
         "separate runs with main's settings (no drift re-anchoring or surprise moves)"
     )
+    print(f"\nRMS z with the covariance of pieces up to L − 1 apart (L = 1..{LAGS}; L = 1 is the "
+          "stderr reported):")
+    for c in cells:
+        print(f"{c['family']:>8s} {c['stream']:>7s}  "
+              + "  ".join(f"{z:.3f}" for z in c["lagged_rms_z"]))
     payload = {
         "benchmark": "calibration",
         "settings": {**vars(args), "chunk": CHUNK, "changes": CHANGES},
