@@ -1,0 +1,56 @@
+"""benchmarks/calibration.py ``--pool``: earlier outputs' runs joined into one cell's verdict."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def calibration_module() -> Any:
+    # appended, not prepended: benchmarks/service.py must not shadow the service package
+    sys.path.append(str(BENCHMARKS))
+    try:
+        import calibration
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return calibration
+
+
+def output(path: Path, runs: list[tuple[str, str, int, int, int, float]]) -> str:
+    records = [
+        {"family": family, "stream": stream, "rows": rows, "dataset": dataset, "seed": seed,
+         "reference": -100.0, "error": error, "stderr": 1.0, "reference_stderr": 0.0}
+        for family, stream, rows, dataset, seed, error in runs
+    ]
+    path.write_text(json.dumps({"runs": records}))
+    return str(path)
+
+
+def test_pooling_joins_the_chosen_cell_across_outputs_and_refuses_a_run_twice(
+    tmp_path: Path,
+) -> None:
+    calibration = calibration_module()
+    first = output(tmp_path / "seed0.json", [
+        ("logistic", "iid", 10_000, 0, 0, 1.0),
+        ("logistic", "iid", 10_000, 1, 1, -3.0),
+        ("logistic", "ordered", 10_000, 0, 0, 9.0),  # another stream
+        ("linear", "iid", 10_000, 0, 0, 9.0),  # another family
+        ("logistic", "iid", 2_000, 0, 0, 9.0),  # another length
+    ])
+    second = output(tmp_path / "seed100.json", [("logistic", "iid", 10_000, 0, 100, 1.0)])
+
+    runs = calibration.pooled_runs([first, second], 10_000, ["logistic"], ["iid"])
+
+    assert sorted((r["dataset"], r["seed"]) for r in runs) == [(0, 0), (0, 100), (1, 1)]
+    cell = calibration.calibration(runs, "error", "stderr")
+    assert cell["runs"] == 3
+    assert cell["coverage"] == pytest.approx(2 / 3)
+    assert cell["rms_z"] == pytest.approx((11 / 3) ** 0.5)  # z = 1, −3, 1
+    with pytest.raises(SystemExit, match=r"\('logistic', 'iid', 0, 0\) is already pooled"):
+        calibration.pooled_runs([first, first], 10_000, ["logistic"], ["iid"])
