@@ -243,27 +243,32 @@ def lagged_variances(pieces: list[tuple[Tensor, tuple[StepInfo, ...]]]) -> list[
         earliest = max(0, last - lag + 1)
         return max([earliest] + [i + 1 for i in range(earliest, last) if widened[i]])
 
-    return [
-        sum(window(first(k, lag), k) - window(first(k, lag), k - 1) for k in range(len(pieces)))
-        for lag in range(1, LAGS + 1)
-    ]
+    def increment(last: int, lag: int) -> float:
+        start = first(last, lag)
+        return window(start, last) - window(start, last - 1)
+
+    return [sum(increment(k, lag) for k in range(len(pieces))) for lag in range(1, LAGS + 1)]
+
+
+RunKey = tuple[str, str, int, int]  # family, stream, data set, engine seed
 
 
 def pooled_runs(
-    paths: list[str], rows: int, families: list[str], streams: list[str]
+    paths: list[str], rows: int, families: list[str], streams: list[str], planned: set[RunKey]
 ) -> list[dict[str, Any]]:
     """The runs of earlier outputs ``paths`` (found as ``--output`` is) on ``rows`` rows of
-    the chosen families and streams; a (family, stream, data set, seed) run found twice is an
-    error, since counting it twice would narrow the cell's chance range for nothing."""
+    the chosen families and streams. A run found twice, in two outputs or in one and among the
+    ``planned`` runs of this invocation, is an error: counting it twice would narrow the cell's
+    chance range for nothing."""
     found: list[dict[str, Any]] = []
-    seen: set[tuple[str, str, int, int]] = set()
+    seen = set(planned)
     for path in paths:
         for r in json.loads(result_path(path).read_text())["runs"]:
             if r["rows"] != rows or r["family"] not in families or r["stream"] not in streams:
                 continue
             key = (r["family"], r["stream"], r["dataset"], r["seed"])
             if key in seen:
-                raise SystemExit(f"{path}: run {key} is already pooled from another output")
+                raise SystemExit(f"{path}: run {key} is already pooled or about to be run")
             seen.add(key)
             found.append(r)
     return found
@@ -415,7 +420,13 @@ def main() -> None:
         if r["rows"] == args.rows
         and not (r["family"] in args.families and r["stream"] in args.streams)
     ]
-    runs += pooled_runs(args.pool, args.rows, args.families, args.streams)
+    planned = {
+        (family, stream, index, index + args.seed)
+        for family in args.families
+        for stream in args.streams
+        for index in range(args.first, args.first + args.datasets)
+    }
+    runs += pooled_runs(args.pool, args.rows, args.families, args.streams, planned)
     for family in args.families:
         for stream in args.streams:
             for index in range(args.first, args.first + args.datasets):

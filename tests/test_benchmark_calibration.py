@@ -45,7 +45,7 @@ def test_pooling_joins_the_chosen_cell_across_outputs_and_refuses_a_run_twice(
     ])
     second = output(tmp_path / "seed100.json", [("logistic", "iid", 10_000, 0, 100, 1.0)])
 
-    runs = calibration.pooled_runs([first, second], 10_000, ["logistic"], ["iid"])
+    runs = calibration.pooled_runs([first, second], 10_000, ["logistic"], ["iid"], set())
 
     assert sorted((r["dataset"], r["seed"]) for r in runs) == [(0, 0), (0, 100), (1, 1)]
     cell = calibration.calibration(runs, "error", "stderr")
@@ -53,4 +53,8 @@ def test_pooling_joins_the_chosen_cell_across_outputs_and_refuses_a_run_twice(
     assert cell["coverage"] == pytest.approx(2 / 3)
     assert cell["rms_z"] == pytest.approx((11 / 3) ** 0.5)  # z = 1, −3, 1
     with pytest.raises(SystemExit, match=r"\('logistic', 'iid', 0, 0\) is already pooled"):
-        calibration.pooled_runs([first, first], 10_000, ["logistic"], ["iid"])
+        calibration.pooled_runs([first, first], 10_000, ["logistic"], ["iid"], set())
+    # a run this invocation is about to make counts as found too
+    with pytest.raises(SystemExit, match=r"\('logistic', 'iid', 0, 100\) is already pooled"):
+        calibration.pooled_runs([second], 10_000, ["logistic"], ["iid"],
+                                {("logistic", "iid", 0, 100)})
