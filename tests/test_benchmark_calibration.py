@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,3 +59,22 @@ def test_pooling_joins_the_chosen_cell_across_outputs_and_refuses_a_run_twice(
     with pytest.raises(SystemExit, match=r"\('logistic', 'iid', 0, 100\) is already pooled"):
         calibration.pooled_runs([second], 10_000, ["logistic"], ["iid"],
                                 {("logistic", "iid", 0, 100)})
+
+
+def test_averaged_systems_average_z_over_a_data_sets_seeds_with_the_delta_method_stderr() -> None:
+    calibration = calibration_module()
+
+    def run(dataset: int, seed: int, log_z: float) -> dict[str, Any]:
+        return {"family": "linear", "stream": "iid", "dataset": dataset, "seed": seed,
+                "reference": -100.0, "reference_stderr": 0.0, "log_z": log_z,
+                "error": log_z + 100.0, "stderr": 1.0}
+
+    # raw log Ẑ (reported − σ̂²/2): −100 and −100 + log 3, so Ẑ̄ = 2 e⁻¹⁰⁰ with weights 1/4, 3/4
+    runs = [run(0, 0, -99.5), run(0, 100, -99.5 + math.log(3.0)), run(1, 1, -99.0)]
+
+    (joined,) = calibration.averaged_systems(runs)  # data set 1 has one system: left out
+
+    variance = (1 / 4) ** 2 + (3 / 4) ** 2
+    assert joined["dataset"] == 0 and joined["systems"] == 2
+    assert joined["stderr"] == pytest.approx(math.sqrt(variance))
+    assert joined["error"] == pytest.approx(math.log(2.0) + variance / 2)
