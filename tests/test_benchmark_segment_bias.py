@@ -1,0 +1,73 @@
+"""benchmarks/segment_bias.py: runs from one shared start state, scored against exact answers."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from estimators import OnlineEvidence
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+
+
+def segment_bias_module() -> Any:
+    # appended, not prepended: benchmarks/service.py must not shadow the service package
+    sys.path.append(str(BENCHMARKS))
+    try:
+        import segment_bias
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return segment_bias
+
+
+def test_runs_continue_one_shared_state_with_their_own_seed_against_the_exact_increment() -> None:
+    segment_bias = segment_bias_module()
+    data = segment_bias.data_set("linear", "iid", 1_500, 0)
+    state = segment_bias.start_state("linear", data, 1_000, 16)
+    exact = OnlineEvidence(segment_bias.build("linear"), method="exact")
+    exact.update(data.x[:1_000], data.y[:1_000])
+    before = exact.log_evidence
+    exact.update(data.x[1_000:], data.y[1_000:])
+    truth = exact.log_evidence - before
+
+    settings = {"particles": 16}
+    first = segment_bias.segment_run("linear", data, 1_000, state, settings, 0, truth)
+    again = segment_bias.segment_run("linear", data, 1_000, state, settings, 0, truth)
+    other = segment_bias.segment_run("linear", data, 1_000, state, settings, 1, truth)
+
+    assert first["increment"] == again["increment"]  # the seed alone decides a run
+    assert other["increment"] != first["increment"]
+    assert first["error"] == pytest.approx(first["increment"] - truth)
+    # 500 rows on 1000 with 16 particles: within a nat of the exact increment, a positive stderr
+    assert abs(first["error"]) < 1.0 and abs(other["error"]) < 1.0
+    assert 0.0 < first["stderr"] < 1.0
+
+
+def test_summary_of_known_errors() -> None:
+    segment_bias = segment_bias_module()
+    runs = [
+        {"error": error, "stderr": 0.5, "seconds": seconds}
+        for error, seconds in [(0.0, 1.0), (1.5, 2.0), (-0.5, 4.0)]
+    ]
+    found = segment_bias.summary(runs)
+    assert found["runs"] == 3
+    assert found["mean_error"] == pytest.approx(1 / 3)
+    assert found["sd"] == pytest.approx(math.sqrt(((1 / 3) ** 2 + (7 / 6) ** 2 + (5 / 6) ** 2) / 2))
+    assert found["mean_error_se"] == pytest.approx(found["sd"] / math.sqrt(3))
+    assert found["rms_z"] == pytest.approx(math.sqrt((0 + 9 + 1) / 3))
+    assert found["coverage"] == pytest.approx(2 / 3)  # z = 3 is outside ±2
+    assert found["median_seconds"] == 2.0
+
+
+def test_variants_are_name_equals_a_json_object() -> None:
+    segment_bias = segment_bias_module()
+    assert segment_bias.variant('b={"batch_size": 400}') == ("b", {"batch_size": 400})
+    assert segment_bias.variant("plain=") == ("plain", {})
+    for bad in ['={"lr": 1}', "list=[1]"]:
+        with pytest.raises(argparse.ArgumentTypeError):
+            segment_bias.variant(bad)
