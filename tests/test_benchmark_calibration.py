@@ -4,23 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
-
-
-def calibration_module() -> Any:
-    # appended, not prepended: benchmarks/service.py must not shadow the service package
-    sys.path.append(str(BENCHMARKS))
-    try:
-        import calibration
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return calibration
+BenchmarkModule = Callable[[str], ModuleType]  # the ``benchmark_module`` fixture (conftest)
 
 
 def output(path: Path, runs: list[tuple[str, str, int, int, int, float]]) -> str:
@@ -34,9 +25,9 @@ def output(path: Path, runs: list[tuple[str, str, int, int, int, float]]) -> str
 
 
 def test_pooling_joins_the_chosen_cell_across_outputs_and_refuses_a_run_twice(
-    tmp_path: Path,
+    benchmark_module: BenchmarkModule, tmp_path: Path,
 ) -> None:
-    calibration = calibration_module()
+    calibration = benchmark_module("calibration")
     first = output(tmp_path / "seed0.json", [
         ("logistic", "iid", 10_000, 0, 0, 1.0),
         ("logistic", "iid", 10_000, 1, 1, -3.0),
@@ -61,8 +52,10 @@ def test_pooling_joins_the_chosen_cell_across_outputs_and_refuses_a_run_twice(
                                 {("logistic", "iid", 0, 100)})
 
 
-def test_averaged_systems_average_z_over_a_data_sets_seeds_with_the_delta_method_stderr() -> None:
-    calibration = calibration_module()
+def test_averaged_systems_average_z_over_a_data_sets_seeds_with_the_delta_method_stderr(
+    benchmark_module: BenchmarkModule,
+) -> None:
+    calibration = benchmark_module("calibration")
 
     def run(dataset: int, seed: int, log_z: float) -> dict[str, Any]:
         return {"family": "linear", "stream": "iid", "dataset": dataset, "seed": seed,

@@ -4,29 +4,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
+from types import ModuleType
 
 import pytest
 
 from estimators import OnlineEvidence
 
-BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BenchmarkModule = Callable[[str], ModuleType]  # the ``benchmark_module`` fixture (conftest)
 
 
-def segment_bias_module() -> Any:
-    # appended, not prepended: benchmarks/service.py must not shadow the service package
-    sys.path.append(str(BENCHMARKS))
-    try:
-        import segment_bias
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return segment_bias
-
-
-def test_runs_continue_one_shared_state_with_their_own_seed_against_the_exact_increment() -> None:
-    segment_bias = segment_bias_module()
+def test_runs_continue_one_shared_state_with_their_own_seed_against_the_exact_increment(
+    benchmark_module: BenchmarkModule,
+) -> None:
+    segment_bias = benchmark_module("segment_bias")
     data = segment_bias.data_set("linear", "iid", 1_500, 0)
     state = segment_bias.start_state("linear", data, 1_000, 16)
     exact = OnlineEvidence(segment_bias.build("linear"), method="exact")
@@ -48,8 +39,8 @@ def test_runs_continue_one_shared_state_with_their_own_seed_against_the_exact_in
     assert 0.0 < first["stderr"] < 1.0
 
 
-def test_summary_of_known_errors() -> None:
-    segment_bias = segment_bias_module()
+def test_summary_of_known_errors(benchmark_module: BenchmarkModule) -> None:
+    segment_bias = benchmark_module("segment_bias")
     runs = [
         {"error": error, "stderr": 0.5, "seconds": seconds}
         for error, seconds in [(0.0, 1.0), (1.5, 2.0), (-0.5, 4.0)]
@@ -64,8 +55,8 @@ def test_summary_of_known_errors() -> None:
     assert found["median_seconds"] == 2.0
 
 
-def test_variants_are_name_equals_a_json_object() -> None:
-    segment_bias = segment_bias_module()
+def test_variants_are_name_equals_a_json_object(benchmark_module: BenchmarkModule) -> None:
+    segment_bias = benchmark_module("segment_bias")
     assert segment_bias.variant('b={"batch_size": 400}') == ("b", {"batch_size": 400})
     assert segment_bias.variant("plain=") == ("plain", {})
     for bad in ['={"lr": 1}', "list=[1]"]:
