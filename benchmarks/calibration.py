@@ -68,6 +68,7 @@ import estimators.online.particles as particle_loop
 from estimators import EstimatorError, OnlineEvidence
 from estimators.data.history import Rows
 from estimators.data.rng import derive_seed
+from estimators.online.islands import averaged
 from estimators.online.spread import FROZEN
 from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
 from estimators.smc.genealogy import eve_variance
@@ -215,8 +216,9 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "restarts": restarts,
         "min_spread": finite_or_none(min_spread),
         "frozen_at": frozen_at,
+        # one system's pieces in order (``islands`` interleave several systems' pieces)
         "stderr_lagged": [math.sqrt(max(v, 0.0)) for v in lagged_variances(recorded.pieces)]
-        if recorded.pieces else None,
+        if recorded.pieces and settings.get("islands", 1) == 1 else None,
     }
 
 
@@ -278,32 +280,31 @@ def pooled_runs(
 
 def averaged_systems(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each data set's runs (independent particle systems: other engine seeds, same rows)
-    joined into one estimate, as K islands of M particles would report it: Ẑ averaged, log Ẑ̄ =
-    log Σ_k Ẑ_k / K over the raw log Ẑ_k = reported − σ̂_k²/2, with the delta-method variance
-    σ̂² = Σ_k w_k² σ̂_k² (w_k = Ẑ_k / Σ_j Ẑ_j) and the same + σ̂²/2 the engine adds. Only data sets
-    with at least two finite runs; ``systems`` is their count K."""
+    joined into one estimate, as ``islands`` K of M particles would report it
+    (``online.islands.averaged``: Ẑ averaged over the raw log Ẑ_k = reported − σ̂_k²/2, its
+    delta-method variance, and the same + σ̂²/2). Only data sets with at least two finite
+    runs; ``systems`` is their count K."""
     groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
     for r in runs:
         if math.isfinite(r.get("error", math.nan)):
             groups.setdefault((r["family"], r["stream"], r["dataset"]), []).append(r)
-    averaged = []
+    joined = []
     for (family, stream, dataset), members in groups.items():
         if len(members) < 2:
             continue
-        raw = torch.tensor([r["log_z"] - r["stderr"] ** 2 / 2 for r in members],
-                           dtype=torch.float64)
-        variances = torch.tensor([r["stderr"] ** 2 for r in members], dtype=torch.float64)
-        weights = torch.softmax(raw, 0)
-        log_mean = float(torch.logsumexp(raw, 0)) - math.log(len(members))
-        variance = float((weights**2 * variances).sum())
+        log_mean, variance = averaged(
+            torch.tensor([r["log_z"] - r["stderr"] ** 2 / 2 for r in members],
+                         dtype=torch.float64),
+            torch.tensor([r["stderr"] ** 2 for r in members], dtype=torch.float64),
+        )
         log_z = log_mean + variance / 2
         reference = members[0]["reference"]
-        averaged.append({
+        joined.append({
             "family": family, "stream": stream, "dataset": dataset, "systems": len(members),
             "reference": reference, "reference_stderr": members[0]["reference_stderr"],
             "log_z": log_z, "error": log_z - reference, "stderr": math.sqrt(variance),
         })
-    return averaged
+    return joined
 
 
 def finite_or_none(value: float) -> float | None:

@@ -73,5 +73,5 @@ class Limits:
                                 self.max_comparison_parameters, "parameters over all models")
         if stored > self.max_state_bytes:
             raise LimitExceeded("max_state_bytes", stored, self.max_state_bytes,
-                                "bytes of model state (particles × parameters × 8, or D×D "
-                                "for exact)")
+                                "bytes of model state (particles × islands × parameters × 8, "
+                                "or D×D for exact)")

@@ -196,6 +196,14 @@ class SGAISSettings(AnnealingSettings, SequentialSettings):
         description="a piece's steps past surprise_steps run with this many times the particles "
         "(resampled up at the first of them, back down at the piece's end)",
     )
+    islands: int = Field(
+        1,
+        ge=1,
+        le=16,
+        description="independent particle systems of `particles` each, their Ẑ averaged, at this "
+        "many times the cost: an error bar that narrows as fast as the error, where more "
+        "particles in one system narrow it faster (drifting streams)",
+    )
 
     @property
     def careful(self) -> SGAISSettings:
@@ -226,6 +234,7 @@ class HybridSettings(SGAISSettings):
     nested_parallel: int = Field(
         16, ge=1, le=1024, description="points the nested run replaces per iteration"
     )
+    islands: int = Field(1, ge=1, le=1, description="hybrid runs one particle system")
 
     @model_validator(mode="after")
     def _fewer_walkers_than_live_points(self) -> HybridSettings:

@@ -14,8 +14,11 @@ import functools
 import math
 from dataclasses import dataclass
 
+import torch
+
 from estimators.estimator import Estimator
 from estimators.online import particles
+from estimators.online.islands import averaged, islands
 from estimators.online.kernels import sghmc_moves
 from estimators.online.records import ChunkLoop, ParticleState
 from estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
@@ -126,5 +129,38 @@ def population_change(settings: SGAISSettings) -> tuple[Selection | None, Select
     return up, resample_to(settings.particles, resampler)
 
 
+def islands_info(
+    infos: list[SGAISInfo], before: ParticleState, after: ParticleState
+) -> SGAISInfo:
+    """One update of ``islands``: log Z's and its variance's changes as the islands report them
+    together, their work summed, the worst of their signs (most diverged, least spread)."""
+    log_z, variance = averaged(after.log_evidence, after.log_evidence_variance)
+    log_z_before, variance_before = averaged(before.log_evidence, before.log_evidence_variance)
+    shares = torch.softmax(after.log_evidence, 0) ** 2
+    measured = [i.spread for i in infos if not math.isnan(i.spread)]
+    diverged = [i.diverged_fraction for i in infos if not math.isnan(i.diverged_fraction)]
+    accepted = [i.acceptance_rate for i in infos if not math.isnan(i.acceptance_rate)]
+    return SGAISInfo(
+        rows=infos[0].rows,
+        log_evidence_increment=log_z - log_z_before,
+        log_evidence_increment_variance=variance - variance_before,
+        delta_method_variance=sum(
+            float(share) * i.delta_method_variance for share, i in zip(shares, infos, strict=True)
+        ),
+        ess=kish_ess(after.log_weights),
+        min_ess=min(i.min_ess for i in infos),
+        annealing_steps=sum(i.annealing_steps for i in infos),
+        resamples=sum(i.resamples for i in infos),
+        sub_chunks=infos[0].sub_chunks,
+        reanchors=sum(i.reanchors for i in infos),
+        surprises=sum(i.surprises for i in infos),
+        acceptance_rate=sum(accepted) / len(accepted) if accepted else math.nan,
+        diverged_fraction=max(diverged, default=math.nan),
+        restarted=any(i.restarted for i in infos),
+        spread=min(measured, default=math.nan),
+    )
+
+
 def bind(model: Model, settings: SGAISSettings) -> Estimator[ParticleState, SGAISInfo]:
-    return particles.online_estimator("sgais", settings, loop(model, settings), annealing_info)
+    system = particles.online_estimator("sgais", settings, loop(model, settings), annealing_info)
+    return islands(system, settings.islands, islands_info)

@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import time
 
-from service_helpers import assert_error, comparison_body
+from service_helpers import (
+    assert_error,
+    by_name,
+    chunks,
+    comparison_body,
+    exact_log_evidence,
+    regression_data,
+)
 from service_server import StartServer
 
 from estimators import METHODS
@@ -66,3 +73,30 @@ def test_the_binding_is_built_once_per_spec() -> None:
     assert runner_for(again, again.models[0]) is first
     reseeded = comparison_spec(request.model_copy(update={"seed": 99}), "c3", time.time(), limits)
     assert runner_for(reseeded, reseeded.models[0]) is not first
+
+
+def test_islands_run_through_the_service_against_the_exact_evidence(
+    start_server: StartServer,
+) -> None:
+    server = start_server("local")
+    x, y = regression_data(300, seed=5)
+    with server.client() as client:
+        body = comparison_body("sgais", particles=16, islands=3)
+        created = client.post("/v1/comparisons", json=body)
+        assert created.status_code == 201, created.text
+        assert created.json()["estimator"] == {"method": "sgais", "particles": 16, "islands": 3}
+        cid = created.json()["id"]
+        for chunk in chunks(x, y, 100):
+            done = client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk)
+            assert done.status_code == 200, done.text
+        models = by_name(client.get(f"/v1/comparisons/{cid}/evidence").json())
+        predicted = client.post(f"/v1/comparisons/{cid}/predict", json={"x": x[:2].tolist()})
+    assert predicted.status_code == 200, predicted.text
+    for spec in body["models"]:
+        found = models[spec["name"]]
+        columns = [0, 1] if spec["name"] == "too_few" else [0, 1, 2]
+        exact = exact_log_evidence(spec["config"], x, y, columns)
+        assert found["n_observations"] == 300 and found["log_evidence_stderr"] > 0
+        # 4 stderrs and a finite-M bias allowance, as tests/estimators/online/test_sgais.py
+        assert abs(found["log_evidence"] - exact) < 4 * found["log_evidence_stderr"] + 0.75
+        assert found["ess"] > 16  # the joined cloud of three systems

@@ -53,6 +53,9 @@ OVER_LIMITS: list[tuple[str, dict[str, Any]]] = [
     # 64 particles × 20 parameters × 8 B = 10,240 B per model
     ("max_state_bytes", {"models": [regression("a", 19), regression("b", 19)],
                          "estimator": {"method": "sgais", "particles": 64}}),
+    # 2 islands × 32 particles × 40 parameters × 8 B = 20,480 B (one island: 10,240 B)
+    ("max_state_bytes", {"models": [regression("a", 39)],
+                         "estimator": {"method": "sgais", "particles": 32, "islands": 2}}),
 ]
 LIMITS = {"max_models": 3, "max_x_dim": 64, "max_comparison_parameters": 50,
           "max_state_bytes": 16_384}
