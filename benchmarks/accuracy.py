@@ -32,7 +32,7 @@ from _common import (
     write_json,
 )
 
-from estimators import OnlineEvidence
+from estimators import EstimatorError, OnlineEvidence
 from estimators.data.rng import derive_seed
 from models import LinearRegression
 
@@ -52,6 +52,7 @@ def run_seed(rows: int, seed: int, args: argparse.Namespace, peer: bool) -> dict
         else None
     )
     checkpoints = set(log_checkpoints(args.post, rows, args.checkpoints, args.post))
+    peer_failed: str | None = None
     trace: list[dict[str, float]] = []
     seconds = {"sgais": 0.0, "sequential": 0.0}
     data_seed = derive_seed("accuracy-data", rows, seed)
@@ -62,7 +63,11 @@ def run_seed(rows: int, seed: int, args: argparse.Namespace, peer: bool) -> dict
         seconds["sgais"] += time.perf_counter() - start
         if sequential is not None:
             start = time.perf_counter()
-            sequential.update(x, y)
+            try:
+                sequential.update(x, y)
+            except EstimatorError as failure:  # the peer's failure is a figure, not a crash
+                peer_failed = f"row {exact.n_observations - len(y)}: {failure}"
+                sequential = None
             seconds["sequential"] += time.perf_counter() - start
         n = sgais.n_observations
         if n in checkpoints:
@@ -90,6 +95,8 @@ def run_seed(rows: int, seed: int, args: argparse.Namespace, peer: bool) -> dict
     if sequential is not None:
         record["sequential_error"] = sequential.log_evidence - exact.log_evidence
         record["sequential_seconds"] = seconds["sequential"]
+    if peer_failed is not None:
+        record["sequential_failed"] = peer_failed
     return record
 
 
@@ -209,6 +216,8 @@ def main() -> None:
                 f"(stderr {record['stderr']:.3f}) in {record['sgais_seconds']:.1f} s",
                 flush=True,
             )
+            if "sequential_failed" in record:
+                print(f"  the sequential peer failed at {record['sequential_failed']}", flush=True)
 
     calibration_rows = int(args.calibration_n)
     calibration = [
