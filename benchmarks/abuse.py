@@ -119,11 +119,13 @@ def huge_setting(client: httpx.Client, url: str) -> str:
 
 
 def largest_allowed_work(client: httpx.Client, url: str) -> str:
-    """The most work per chunk the bounds allow: 1024 particles, 64 HMC moves × 100 leapfrog
-    steps on 21 parameters, 1000 rows: refused by nothing, bounded by the update budget."""
+    """The most work per chunk the bounds allow: 16 islands of 1024 particles, 64 HMC moves ×
+    100 leapfrog steps on 21 parameters, 1000 rows: refused by nothing, bounded by the update
+    budget."""
     response = create(client, {"models": [{**LINE, "config": {"dim": 20}}], "x_dim": 20,
                                "estimator": {"method": "sgais", "particles": 1024,
-                                             "hmc_moves": 64, "leapfrog_steps": 100}})
+                                             "islands": 16, "hmc_moves": 64,
+                                             "leapfrog_steps": 100}})
     if response.status_code != 201:
         return status_of(response)
     cid = response.json()["id"]
