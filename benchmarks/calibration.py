@@ -33,8 +33,12 @@ it also reports what that many independent particle systems (islands) would read
 averaged per data set and the delta-method stderr of the average (``averaged_systems``).
 
 Each run also records ``stderr_lagged``: the stderr with the covariance between pieces up to L − 1
-apart counted, from the genealogy across pieces (``lagged_variances``), and each cell the RMS z
-each would give: a diagnostic of what the reported stderr leaves out, not what the engine reports.
+apart counted, from the genealogy across pieces with Eves at each window's first piece
+(``lagged_variances``), and each cell the RMS z each would give, its error moved by the change of
+the lognormal correction σ̂²/2: a diagnostic of what the reported stderr leaves out, not what the
+engine reports. L = 1, each piece's Eves at its own start, is the stderr the engine reported
+before it carried Eves across the selection that ends a widened piece (stop 39): the same paths,
+so the column compares the two on the same runs.
 
 Writes results/calibration.json and calibration.png.
 """
@@ -69,9 +73,10 @@ from estimators import EstimatorError, OnlineEvidence
 from estimators.data.history import Rows
 from estimators.data.rng import derive_seed
 from estimators.online.islands import averaged
+from estimators.online.records import ParticleState
 from estimators.online.spread import FROZEN
 from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
-from estimators.smc.genealogy import eve_variance
+from estimators.smc.genealogy import eve_variance, first_generation
 from estimators.smc.tempered import StepInfo
 from models import GaussianMixture, LinearRegression, LogisticRegression, Model
 from service.core.config import Settings
@@ -172,10 +177,10 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
     delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
     restarts: list[int] = []  # rows at which log Z was re-estimated (``restart_growth``)
     min_spread, frozen_at = math.inf, None
-    original = particle_loop.eve_variance
+    original = particle_loop.genealogy_variance
     genealogy = Timed(original)
     recorded = Recorded(genealogy)
-    particle_loop.eve_variance = recorded  # type: ignore[assignment]
+    particle_loop.genealogy_variance = recorded  # type: ignore[assignment]
     try:
         for start in range(0, data.count, CHUNK):
             part = data.slice(start, min(start + CHUNK, data.count))
@@ -204,7 +209,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
                 "frozen_at": frozen_at,
                 "failed": f"row {start}: {error}"}
     finally:
-        particle_loop.eve_variance = original  # type: ignore[assignment]
+        particle_loop.genealogy_variance = original  # type: ignore[assignment]
     return {
         "log_z": tracker.log_evidence,
         "stderr": tracker.log_evidence_stderr,
@@ -225,11 +230,13 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
 def lagged_variances(pieces: list[tuple[Tensor, tuple[StepInfo, ...]]]) -> list[float]:
     """Var(log Ẑ) counting the covariance of pieces up to L − 1 apart, for L = 1..``LAGS``.
 
-    The reported variance sums each piece's Eve variance (``smc.genealogy``, Eves at the
-    piece's start): it takes the pieces' increments X_k as uncorrelated. With W(j, k) the Eve
+    Summing each piece's Eve variance (``smc.genealogy``, Eves at the piece's start) takes the
+    pieces' increments X_k as uncorrelated. With W(j, k) the Eve
     variance of pieces j..k from Eves at the start of piece j, W(j, k) − W(j, k − 1) ≈ Var X_k +
     2 Σ_{j ≤ i < k} Cov(X_i, X_k), so Σ_k [W(k − L + 1, k) − W(k − L + 1, k − 1)] estimates
-    Σ_k Var X_k + 2 Σ_{0 < k − i < L} Cov(X_i, X_k). L = 1 is the reported variance; a long
+    Σ_k Var X_k + 2 Σ_{0 < k − i < L} Cov(X_i, X_k). L = 1 is the variance reported before
+    Eves were carried across a widened piece's last selection (``particles.genealogy_variance``
+    now does so: the stderr reported counts that selection in the next piece); a long
     window's genealogy collapses onto few Eves and reads low. A piece whose careful steps ran
     with more particles (``surprise_particles``) ends with a selection back to M whose ancestors
     no step records: windows start after it, so its covariance with later pieces is left out."""
@@ -241,7 +248,7 @@ def lagged_variances(pieces: list[tuple[Tensor, tuple[StepInfo, ...]]]) -> list[
         if last < first:
             return 0.0
         steps = [info for index in range(first, last + 1) for info in pieces[index][1]]
-        return eve_variance(pieces[first][0], steps)
+        return eve_variance(first_generation(pieces[first][0]), steps)
 
     def first(last: int, lag: int) -> int:
         earliest = max(0, last - lag + 1)
@@ -326,23 +333,25 @@ class Timed:
 
 
 class Recorded:
-    """``particles.eve_variance``, keeping each piece's starting weights and steps."""
+    """``particles.genealogy_variance``, keeping each piece's starting weights and steps."""
 
     def __init__(self, function: Any) -> None:
         self.function = function
         self.pieces: list[tuple[Tensor, tuple[StepInfo, ...]]] = []
 
-    def __call__(self, initial_log_weights: Tensor, steps: Any) -> float:
-        self.pieces.append((initial_log_weights, tuple(steps)))
-        return self.function(initial_log_weights, steps)
+    def __call__(self, state: ParticleState, steps: Any) -> float:
+        self.pieces.append((state.log_weights, tuple(steps)))
+        return self.function(state, steps)
 
 
 def lagged_rms_z(runs: list[dict[str, Any]]) -> list[float]:
     """RMS z of the runs with the variance of each lag L = 1..``LAGS`` (``lagged_variances``)."""
     lagged = [r for r in runs if r.get("stderr_lagged")]
     return [
-        calibration([{**r, "lagged": r["stderr_lagged"][lag]} for r in lagged], "error",
-                    "lagged")["rms_z"]
+        calibration([{**r, "lagged": r["stderr_lagged"][lag],
+                      "lagged_error": r["error"] + (r["stderr_lagged"][lag] ** 2
+                                                    - r["stderr"] ** 2) / 2}
+                     for r in lagged], "lagged_error", "lagged")["rms_z"]
         for lag in range(LAGS)
     ]
 
@@ -573,8 +582,8 @@ def main() -> None:
         "the same runs; 'main': "
         "separate runs with main's settings (no drift re-anchoring or surprise moves)"
     )
-    print(f"\nRMS z with the covariance of pieces up to L − 1 apart (L = 1..{LAGS}; L = 1 is the "
-          "stderr reported):")
+    print(f"\nRMS z with the covariance of pieces up to L − 1 apart (L = 1..{LAGS}; L = 1: Eves "
+          "at each piece's start, the stderr reported before stop 39):")
     for c in cells:
         print(f"{c['family']:>8s} {c['stream']:>7s}  "
               + "  ".join(f"{z:.3f}" for z in c["lagged_rms_z"]))

@@ -22,15 +22,15 @@ from estimators.deadline import Deadline, check_deadline
 from estimators.errors import Progress
 from estimators.estimator import Estimator, Update, lognormal_log_evidence, weighted_particles
 from estimators.online.piece_parts import PieceParts
-from estimators.online.records import ChunkLoop, ParticleState
+from estimators.online.records import ChunkLoop, ParticleState, eve_fields
 from estimators.online.reports import ChunkReport, PieceReport, astray
 from estimators.online.restart import can_come, reestimated, restart_due
 from estimators.online.spread import SPREAD_ROWS, relative_spread
 from estimators.online.surprise import drifted, rejuvenate, surprising
 from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
 from estimators.settings import ParticleSettings
-from estimators.smc.genealogy import eve_variance
-from estimators.smc.tempered import anneal, start
+from estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
+from estimators.smc.tempered import StepInfo, anneal, start
 from estimators.smc.weights import ess
 from models import Model
 
@@ -221,9 +221,12 @@ def absorb_piece(
     )
     anchor, reanchored = piece.anchor, reanchored or piece.moved
     theta, log_weights = tempered.particles, tempered.log_weights
+    next_eves = None
     if theta.shape[0] != state.particles.shape[0]:
         assert loop.narrow is not None
         narrowed = loop.narrow(theta, log_weights, ess(log_weights), generator)
+        assert narrowed.ancestors is not None
+        next_eves = selected(log_weights, narrowed.ancestors)
         theta, log_weights = narrowed.particles, narrowed.log_weights
     surprised = (
         loop.surprise is not None
@@ -251,10 +254,9 @@ def absorb_piece(
     log_evidence = sum(info.log_evidence_increment for info in steps)
     delta_method = sum(info.log_evidence_increment_variance for info in steps)
     variance = (
-        eve_variance(state.log_weights, steps)
-        if loop.standard_error == "genealogy"
-        else delta_method
+        genealogy_variance(state, steps) if loop.standard_error == "genealogy" else delta_method
     )
+    next_eves = first_generation(log_weights) if next_eves is None else next_eves
     if anchor is not None and anchor.piece_grad is not None:
         # The piece joins the past: its gradient at θ_a joins the anchor's full-data sum.
         anchor = Anchor(anchor.point, anchor.grad_sum + anchor.piece_grad)
@@ -273,7 +275,17 @@ def absorb_piece(
         ),
         restart_rows=state.restart_rows,
         astray_rows=state.astray_rows,
+        **eve_fields(next_eves),
     )
     return new_state, PieceReport(
         log_evidence, variance, steps, reanchored, delta_method, surprised
     )
+
+
+def genealogy_variance(state: ParticleState, steps: tuple[StepInfo, ...]) -> float:
+    """The Eve variance (``smc.genealogy``) of a piece's ``steps`` from the Eves ``state``
+    carries."""
+    if not state.eves.numel():
+        return eve_variance(first_generation(state.log_weights), steps)
+    return eve_variance(Eves(state.eves, state.eve_weights, float(state.lost_eves)), steps)
+

@@ -13,6 +13,7 @@ from estimators.online.piece_parts import Parts
 from estimators.online.restart import Restart
 from estimators.online.settings import PastDataSettings
 from estimators.online.surprise import Surprise
+from estimators.smc.genealogy import Eves
 from estimators.smc.resampling import Selection
 from models import Model
 
@@ -32,6 +33,14 @@ class ParticleState(NamedTuple):
     # () int64: rows seen when a chunk first left the particles astray (``astray``) since then;
     # 0 = none
     astray_rows: Tensor = torch.zeros((), dtype=torch.int64)
+    # The Eves the next piece's genealogy starts from (``smc.genealogy.Eves``): after a piece
+    # that ended with the selection back to M particles (``ChunkLoop.narrow``), the particles it
+    # drew from; after any other piece, the particles themselves. Written after every piece at
+    # the fixed length M, so that ``islands`` can stack them. Empty: the particles themselves
+    # (a state not yet updated, or stored before the fields existed).
+    eves: Tensor = torch.zeros(0, dtype=torch.int64)  # (M,) each particle's Eve
+    eve_weights: Tensor = torch.zeros(0, dtype=torch.float64)  # (M,) W⁰_e; 0 past the last Eve
+    lost_eves: Tensor = torch.zeros((), dtype=torch.float64)  # () Σ W⁰_e² of Eves left no copy
 
 
 class ChunkLoop(NamedTuple):
@@ -55,3 +64,15 @@ class ChunkLoop(NamedTuple):
     # state they start from; None: never
     restart: Restart | None = None
     fresh: Callable[[torch.Generator], ParticleState] | None = None
+
+
+def eve_fields(eves: Eves) -> dict[str, Tensor]:
+    """``eves`` as the state's fields: their weights padded with zeros to one per particle."""
+    count = eves.labels.shape[0]
+    weights = torch.zeros(count, dtype=eves.weights.dtype, device=eves.weights.device)
+    weights[: eves.weights.shape[0]] = eves.weights
+    return {
+        "eves": eves.labels,
+        "eve_weights": weights,
+        "lost_eves": torch.tensor(eves.lost, dtype=weights.dtype, device=weights.device),
+    }

@@ -167,8 +167,9 @@ class AnnealingSettings(LadderSettings):
     )
     standard_error: Literal["genealogy", "delta"] = Field(
         "genealogy",
-        description="log Z's stderr: from the particles' Eve groups per piece, or the sum of "
-        "per-step delta-method variances",
+        description="log Z's stderr: from the particles' Eve groups per piece (across the "
+        "selection back to M particles that ends a widened piece), or the sum of per-step "
+        "delta-method variances",
     )
 
 

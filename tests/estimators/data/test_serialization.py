@@ -69,13 +69,18 @@ def test_wrong_field_sets_are_refused() -> None:
 
 
 def test_a_field_added_after_a_state_was_stored_loads_with_its_default() -> None:
-    """States stored before ``restart_rows`` and ``astray_rows`` existed load with 0 there;
-    a field the type does not know is still refused."""
+    """States stored before ``restart_rows`` and ``astray_rows`` existed load with 0 there, and
+    before the Eves (``eves``, ``eve_weights``, ``lost_eves``) with none (the particles are their
+    own); a field the type does not know is still refused."""
     state = trained("sgais").state
     tensors = state_to_tensors(state)
-    del tensors["restart_rows"], tensors["astray_rows"]
+    assert tensors["eves"].shape == tensors["eve_weights"].shape == (16,)
+    for name in ("restart_rows", "astray_rows", "eves", "eve_weights", "lost_eves"):
+        del tensors[name]
     restored = state_from_bytes(ParticleState, save(tensors, metadata={"type": "ParticleState"}))
     assert int(restored.restart_rows) == 0 and int(restored.astray_rows) == 0
+    assert restored.eves.numel() == restored.eve_weights.numel() == 0
+    assert float(restored.lost_eves) == 0
     assert torch.equal(restored.particles, state.particles)
     tensors["unknown"] = torch.zeros(())
     with pytest.raises(ValueError, match="unknown"):

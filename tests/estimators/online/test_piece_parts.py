@@ -12,10 +12,11 @@ import torch
 from estimators import OnlineEvidence, exact_log_evidence
 from estimators.data.history import InMemoryHistory, Rows
 from estimators.online import sgais
-from estimators.online.particles import absorb, init
+from estimators.online.particles import absorb, genealogy_variance, init
 from estimators.online.piece_parts import PieceParts
 from estimators.online.settings import SGAISSettings
 from estimators.online.target import Piece, anchor_at, past_data, with_piece
+from estimators.smc.genealogy import Eves, eve_variance, first_generation
 from estimators.smc.tempered import TemperedSMC, TemperedState
 from models import LinearRegression
 
@@ -143,6 +144,46 @@ def test_a_long_piece_runs_with_more_particles_and_ends_with_m() -> None:
     assert len(report.pieces[0].steps) > 2 and sizes and set(sizes) == {3 * 64}
     assert state.particles.shape == (64, 6) and state.log_weights.shape == (64,)
     torch.testing.assert_close(state.log_weights.exp().sum(), torch.tensor(1.0, dtype=F64))
+
+
+def test_the_piece_after_the_selection_back_to_m_counts_it() -> None:
+    """The state keeps the Eves of the selection back to M (the 3M particles it drew from,
+    relabelled over those it copied); the next piece's variance starts its genealogy there, and
+    a piece after one that kept M particles throughout, at its own particles."""
+    model = LinearRegression(5)
+    settings = SGAISSettings(full_batch_rows=0, surprise_steps=2, surprise_particles=3)
+    loop = sgais.loop(model, settings)
+    x, y = drifting(1700, 1000, 0)
+    history = InMemoryHistory(5)
+    g = torch.Generator().manual_seed(0)
+    state = init(model, settings, g)
+    for begin, end in ((0, 1000), (1000, 1500)):
+        state, report = absorb(loop, state, Rows(x[begin:end], y[begin:end]), history, g, None)
+        history.append(Rows(x[begin:end], y[begin:end]))
+    assert report.pieces[-1].steps[-1].reweighted_log_weights.shape == (3 * 64,)
+    kept = int(state.eves.max()) + 1
+    assert state.eves.shape == state.eve_weights.shape == (64,)
+    assert torch.all(state.eve_weights[:kept] > 0) and torch.all(state.eve_weights[kept:] == 0)
+    # 3M Eves, at most M of them copied: the rest carry the weight the cloud lost
+    assert float(state.eve_weights.sum()) < 1 and float(state.lost_eves) > 0
+    carried = Eves(state.eves, state.eve_weights, float(state.lost_eves))
+    before = state
+    loop = sgais.loop(model, SGAISSettings(full_batch_rows=0, surprise_particles=1))
+    state, report = absorb(loop, state, Rows(x[1500:1600], y[1500:1600]), history, g, None)
+    history.append(Rows(x[1500:1600], y[1500:1600]))
+    ((_, variance, steps, *_),) = report.pieces
+    assert variance == eve_variance(carried, steps)
+    assert variance > eve_variance(first_generation(before.log_weights), steps)
+    torch.testing.assert_close(state.eves, torch.arange(64))
+    torch.testing.assert_close(state.eve_weights, state.log_weights.exp())
+    after = state
+    state, report = absorb(loop, state, Rows(x[1600:], y[1600:]), history, g, None)
+    expected = eve_variance(first_generation(after.log_weights), report.pieces[0].steps)
+    assert report.pieces[0].log_evidence_increment_variance == expected
+    # a state stored before the fields existed (empty Eves) starts at its own particles too
+    old = after._replace(eves=torch.zeros(0, dtype=torch.int64),
+                         eve_weights=torch.zeros(0, dtype=F64))
+    assert genealogy_variance(old, report.pieces[0].steps) == expected
 
 
 def drifting(rows: int, change: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

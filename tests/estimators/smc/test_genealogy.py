@@ -1,5 +1,6 @@
 """The Eve-group variance of a run of tempered-SMC steps: its exact identities without
-resampling, and its calibration against the spread of log Ẑ over repeated runs with resampling."""
+resampling, its calibration against the spread of log Ẑ over repeated runs with resampling, and
+the Eves of a cloud selected from a larger one."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import statistics
 import pytest
 import torch
 
-from estimators.smc.genealogy import eve_variance
+from estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
 from estimators.smc.resampling import RESAMPLERS, resample_below
 from estimators.smc.tempered import StepInfo, anneal, start
 from estimators.smc.weights import log_mean_increment
@@ -24,7 +25,7 @@ def test_one_step_is_the_delta_method_variance() -> None:
     increments = 2.0 * torch.randn(300, generator=g, dtype=F64)
     _, delta = log_mean_increment(log_weights, increments)
     step = StepInfo(0.0, delta, 0.0, False, (), torch.log_softmax(log_weights + increments, 0))
-    assert eve_variance(log_weights, [step]) == pytest.approx(delta, rel=1e-12)
+    assert eve_variance(first_generation(log_weights), [step]) == pytest.approx(delta, rel=1e-12)
 
 
 def test_without_resampling_it_is_the_delta_method_of_the_whole_product() -> None:
@@ -38,7 +39,7 @@ def test_without_resampling_it_is_the_delta_method_of_the_whole_product() -> Non
     final = torch.softmax(model.log_likelihood(theta, None, y).sum(-1), 0)
     expected = float(((final - 1.0 / m) ** 2).sum())
     assert len(steps) > 2
-    assert eve_variance(uniform, steps) == pytest.approx(expected, rel=1e-9)
+    assert eve_variance(first_generation(uniform), steps) == pytest.approx(expected, rel=1e-9)
 
 
 def test_with_resampling_it_matches_the_spread_of_log_z_over_runs() -> None:
@@ -55,8 +56,54 @@ def test_with_resampling_it_matches_the_spread_of_log_z_over_runs() -> None:
         _, steps = anneal(smc, start(smc, theta, uniform), g, 200)
         assert any(s.resampled for s in steps)
         estimates.append(sum(s.log_evidence_increment for s in steps))
-        eve.append(eve_variance(uniform, steps))
+        eve.append(eve_variance(first_generation(uniform), steps))
         delta.append(sum(s.log_evidence_increment_variance for s in steps))
     replicate = statistics.variance(estimates)
     assert statistics.fmean(eve) / replicate == pytest.approx(1.0, abs=0.3)
     assert statistics.fmean(delta) < 0.8 * statistics.fmean(eve)
+
+
+def test_selected_eves_fold_the_selection_into_the_run() -> None:
+    """Eves taken before a selection from 4M particles to M give what the unfolded genealogy
+    gives: the 4M particles as Eves and the selection as the run's first step."""
+    model, _, y = coin(30, 2)
+    m = 50
+    g = torch.Generator().manual_seed(3)
+    wide_theta = model.sample_prior(4 * m, g)
+    wide = torch.log_softmax(torch.randn(4 * m, generator=g, dtype=F64), 0)
+    ancestors = RESAMPLERS["systematic"](torch.exp(wide), g, m)
+    smc = parts(model, y, selection=resample_below(0.5, RESAMPLERS["multinomial"]))
+    uniform = torch.full((m,), -math.log(m), dtype=F64)
+    _, steps = anneal(smc, start(smc, wide_theta[ancestors], uniform), g, 100)
+    eves = selected(wide, ancestors)
+    assert eves.labels.shape == (m,) and eves.weights.shape[0] == len(set(ancestors.tolist()))
+    selection = StepInfo(0.0, 0.0, 0.0, True, (), wide, ancestors)
+    unfolded = eve_variance(first_generation(wide), [selection, *steps])
+    assert eve_variance(eves, steps) == pytest.approx(unfolded, rel=1e-12)
+    assert eve_variance(eves, steps) > eve_variance(first_generation(uniform), steps)
+
+
+def test_carried_eves_sum_to_the_genealogy_of_both_pieces() -> None:
+    """Piece 1 weights 4M prior draws by its rows; M of them are selected; piece 2 anneals its
+    rows from those M. Summed over the two pieces, Eves carried across the selection give about
+    what one genealogy over both pieces gives (Eves at the 4M draws; Chan & Lai's estimator of
+    the whole run). Eves restarted at the M copies leave the selection's noise out."""
+    model, _, y = coin(60, 4)
+    m = 200
+    g = torch.Generator().manual_seed(11)
+    smc = parts(model, y[20:], selection=resample_below(0.5, RESAMPLERS["multinomial"]))
+    uniform = torch.full((m,), -math.log(m), dtype=F64)
+    whole_run = torch.full((4 * m,), 1.0 / (4 * m), dtype=F64)
+    carried, restarted, one_genealogy = [], [], []
+    for _ in range(100):
+        theta = model.sample_prior(4 * m, g)
+        wide = torch.log_softmax(model.log_likelihood(theta, None, y[:20]).sum(-1), 0)
+        first_piece = float(((torch.exp(wide) - 1.0 / (4 * m)) ** 2).sum())
+        ancestors = RESAMPLERS["multinomial"](torch.exp(wide), g, m)
+        _, steps = anneal(smc, start(smc, theta[ancestors], uniform), g, 200)
+        carried.append(first_piece + eve_variance(selected(wide, ancestors), steps))
+        restarted.append(first_piece + eve_variance(first_generation(uniform), steps))
+        one_genealogy.append(eve_variance(Eves(ancestors, whole_run, 0.0), steps))
+    whole = statistics.fmean(one_genealogy)
+    assert statistics.fmean(carried) / whole == pytest.approx(1.0, abs=0.2)
+    assert statistics.fmean(restarted) < 0.6 * whole
