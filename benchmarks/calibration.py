@@ -231,10 +231,10 @@ def lagged_variances(pieces: list[tuple[Tensor, tuple[StepInfo, ...]]]) -> list[
     """Var(log Ẑ) counting the covariance of pieces up to L − 1 apart, for L = 1..``LAGS``.
 
     Summing each piece's Eve variance (``smc.genealogy``, Eves at the piece's start) takes the
-    pieces' increments X_k as uncorrelated. With W(j, k) the Eve
-    variance of pieces j..k from Eves at the start of piece j, W(j, k) − W(j, k − 1) ≈ Var X_k +
-    2 Σ_{j ≤ i < k} Cov(X_i, X_k), so Σ_k [W(k − L + 1, k) − W(k − L + 1, k − 1)] estimates
-    Σ_k Var X_k + 2 Σ_{0 < k − i < L} Cov(X_i, X_k). L = 1 is the variance reported before
+    pieces' increments X_k as uncorrelated. With W(j, k) the Eve variance of pieces j..k from
+    Eves at the start of piece j, W(j, k) − W(j, k − 1) ≈ Var X_k + 2 Σ_{j ≤ i < k} Cov(X_i, X_k),
+    so Σ_k [W(k − L + 1, k) − W(k − L + 1, k − 1)] estimates Σ_k Var X_k +
+    2 Σ_{0 < k − i < L} Cov(X_i, X_k). L = 1 is the variance reported before
     Eves were carried across a widened piece's last selection (``particles.genealogy_variance``
     now does so: the stderr reported counts that selection in the next piece); a long
     window's genealogy collapses onto few Eves and reads low. A piece whose careful steps ran

@@ -221,13 +221,14 @@ def absorb_piece(
     )
     anchor, reanchored = piece.anchor, reanchored or piece.moved
     theta, log_weights = tempered.particles, tempered.log_weights
-    next_eves = None
     if theta.shape[0] != state.particles.shape[0]:
         assert loop.narrow is not None
         narrowed = loop.narrow(theta, log_weights, ess(log_weights), generator)
         assert narrowed.ancestors is not None
         next_eves = selected(log_weights, narrowed.ancestors)
         theta, log_weights = narrowed.particles, narrowed.log_weights
+    else:
+        next_eves = first_generation(log_weights)
     surprised = (
         loop.surprise is not None
         and loop.surprise.moves > 0
@@ -256,7 +257,6 @@ def absorb_piece(
     variance = (
         genealogy_variance(state, steps) if loop.standard_error == "genealogy" else delta_method
     )
-    next_eves = first_generation(log_weights) if next_eves is None else next_eves
     if anchor is not None and anchor.piece_grad is not None:
         # The piece joins the past: its gradient at θ_a joins the anchor's full-data sum.
         anchor = Anchor(anchor.point, anchor.grad_sum + anchor.piece_grad)
@@ -288,4 +288,3 @@ def genealogy_variance(state: ParticleState, steps: tuple[StepInfo, ...]) -> flo
     if not state.eves.numel():
         return eve_variance(first_generation(state.log_weights), steps)
     return eve_variance(Eves(state.eves, state.eve_weights, float(state.lost_eves)), steps)
-
