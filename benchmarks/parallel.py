@@ -121,7 +121,7 @@ def helped_updates(metrics_port: int) -> float:
 
 def service(data: list[dict[str, Any]], workers: int, workdir: Path,
             worker_root: Path) -> dict[str, Any]:
-    deployment = Deployment(workdir, workers=workers, worker_root=worker_root)
+    deployment = Deployment(workdir, workers=workers, root=worker_root)
     deployment.start()
     try:
         store = redis.Redis.from_url(deployment.redis.url)

@@ -37,7 +37,7 @@ BASELINE = "10329c0"  # main before issue 14
 
 
 def run_trials(root: Path, workdir: Path, worker_trials: int, redis_trials: int) -> dict[str, Any]:
-    deployment = Deployment(workdir, workers=2, worker_root=root)
+    deployment = Deployment(workdir, workers=2, root=root)
     deployment.start()
     try:
         scenario = Scenario(deployment)

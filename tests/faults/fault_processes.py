@@ -125,8 +125,9 @@ class ApiServer(Child):
 
     what = "the API"
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], root: Path = ROOT) -> None:
         self.env = {**env, "MODELCOMPARE_EMBEDDED_WORKER": "false"}
+        self.root = root  # the checkout whose code runs (benchmarks: a baseline)
         self.port = free_port()
 
     @property
@@ -136,7 +137,7 @@ class ApiServer(Child):
     def launch(self) -> None:
         command = [sys.executable, "-m", "service", "--log-level", "warning", "serve",
                    "--port", str(self.port)]
-        self.process = subprocess.Popen(command, cwd=ROOT, env=self.env)
+        self.process = subprocess.Popen(command, cwd=self.root, env=self.env)
 
     def ready(self) -> bool:
         return responds(f"{self.url}/readyz")
@@ -164,15 +165,17 @@ class WorkerProcess(Child):
 
 
 class Deployment:
-    """Redis (AOF, ``appendfsync always`` by default), one API process, ``workers`` workers."""
+    """Redis (AOF, ``appendfsync always`` by default), one API process, ``workers`` workers,
+    the API and the workers running the code of ``root`` (one checkout: the API writes the
+    states the workers read)."""
 
     def __init__(self, data_dir: Path, workers: int, appendfsync: str = "always",
-                 worker_root: Path = ROOT, **settings: object) -> None:
+                 root: Path = ROOT, **settings: object) -> None:
         self.redis = RedisServer(data_dir / "redis", appendfsync=appendfsync)
         self.prefix = f"faults-{uuid.uuid4().hex[:8]}"
         self.env = service_env(self.redis.url, self.prefix, **settings)
-        self.api = ApiServer(self.env)
-        self.workers = [WorkerProcess(self.env, worker_root) for _ in range(workers)]
+        self.api = ApiServer(self.env, root)
+        self.workers = [WorkerProcess(self.env, root) for _ in range(workers)]
         self.kills: dict[str, int] = {"worker": 0, "redis": 0, "api": 0}
 
     def start(self) -> None:
