@@ -25,11 +25,24 @@ def check_size(name: str, parameters: int, particles: int) -> None:
                          f"exceed the service limit of {MAX_STATE_VALUES} values")
 
 
-def state_bytes(parameters: int, particles: int) -> int:
-    """A model's stored state in float64: particles × parameters, or for a closed-form
-    (exact, ``particles`` 0) state its mean and D×D covariance."""
-    values = particles * parameters if particles else parameters * (parameters + 1)
-    return 8 * values
+# A model's stored state (a safetensors record of the estimator state), bounded from above: per
+# particle its parameters, its log-weight, and its Eve and the Eve's weight (SG-AIS's genealogy,
+# ``estimators.online.records.ParticleState``); per particle system (``islands``) the
+# control-variate anchor (a point and a gradient) and its scalars; per record the header.
+PARTICLE_VALUES = 3
+SYSTEM_VALUES = 16
+HEADER_BYTES = 2_048
+
+
+def state_bytes(parameters: int, particles: int, systems: int = 1) -> int:
+    """An upper bound on a model's stored state in float64: ``particles`` (over all ``systems``)
+    × (parameters + 3) values and 2 × parameters + 16 per system, or for a closed-form (exact,
+    ``particles`` 0) state its mean and D×D covariance; and the record's header."""
+    if not particles:
+        return 8 * parameters * (parameters + 1) + HEADER_BYTES
+    values = (particles * (parameters + PARTICLE_VALUES)
+              + systems * (2 * parameters + SYSTEM_VALUES))
+    return 8 * values + HEADER_BYTES
 
 
 class LimitExceeded(ValueError):
@@ -73,5 +86,5 @@ class Limits:
                                 self.max_comparison_parameters, "parameters over all models")
         if stored > self.max_state_bytes:
             raise LimitExceeded("max_state_bytes", stored, self.max_state_bytes,
-                                "bytes of model state (particles × islands × parameters × 8, "
-                                "or D×D for exact)")
+                                "bytes of model state (about particles × (parameters + 3) × 8 "
+                                "per model, or D×D × 8 for exact; README 'Limits')")

@@ -8,10 +8,14 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
+import torch
 from service_helpers import assert_error, comparison_body, wait_for_sequence
 from service_server import Server, StartServer
 from test_service_validation import snapshot
 
+from estimators import OnlineEvidence
+from models import LinearRegression
+from service.limits import state_bytes
 from service.store.comparisons import Comparisons, Meta
 from service.store.keys import Keys, index_key
 
@@ -48,17 +52,48 @@ OVER_LIMITS: list[tuple[str, dict[str, Any]]] = [
     ("max_x_dim", {"models": [regression("a", 2, columns=[0, 10**9])]}),
     ("max_comparison_parameters", {"models": [regression("a", 30), regression("b", 30)],
                                    "estimator": {"method": "sgais", "particles": 2}}),
-    # exact: a mean and a covariance, at least 45 × 46 × 8 B = 16,560 B
+    # exact: a mean and a covariance, 45 × 46 × 8 B + 2 KiB = 18,608 B
     ("max_state_bytes", {"models": [regression("a", 45)], "estimator": {"method": "exact"}}),
-    # 64 particles × 20 parameters × 8 B = 10,240 B per model
+    # (64 particles × (20 + 3) + 56) × 8 B + 2 KiB = 14,272 B per model
     ("max_state_bytes", {"models": [regression("a", 19), regression("b", 19)],
                          "estimator": {"method": "sgais", "particles": 64}}),
-    # 2 islands × 32 particles × 40 parameters × 8 B = 20,480 B (one island: 10,240 B)
+    # (2 × 32 particles × (40 + 3) + 2 × 96) × 8 B + 2 KiB = 25,600 B (one island: 13,824 B)
     ("max_state_bytes", {"models": [regression("a", 39)],
                          "estimator": {"method": "sgais", "particles": 32, "islands": 2}}),
 ]
 LIMITS = {"max_models": 3, "max_x_dim": 64, "max_comparison_parameters": 50,
           "max_state_bytes": 16_384}
+
+
+@pytest.mark.parametrize(("method", "settings"), [
+    ("sgais", {"particles": 16}),
+    ("sgais", {"particles": 8, "islands": 3}),
+    ("sequential", {"particles": 16}),
+    ("minibatch_mh", {"particles": 16}),
+    ("ais", {"particles": 16}),
+    ("nested", {"live_points": 32, "parallel": 8}),
+    ("hybrid", {"particles": 16, "live_points": 32, "nested_parallel": 8}),
+    ("exact", {}),
+])
+@pytest.mark.parametrize("inputs", [1, 6])
+def test_state_bytes_bounds_what_every_method_stores(
+    method: str, settings: dict[str, Any], inputs: int,
+) -> None:
+    """``max_state_bytes`` counts ``state_bytes``: it must not undercount the stored record (the
+    log-weights and the Eves made small models' states up to 3.5× the old count)."""
+    model = LinearRegression(inputs, noise_std=1.0, prior_std=1.0)
+    tracker = OnlineEvidence(model, method=method, seed=0, **settings)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        x = torch.randn(50, inputs, generator=generator, dtype=torch.float64)
+        tracker.update(x, torch.randn(50, generator=generator, dtype=torch.float64))
+
+    stored = len(tracker.state_bytes())
+    bound = state_bytes(model.param_dim, tracker.estimator.particles, settings.get("islands", 1))
+
+    assert stored <= bound
+    if method == "sgais":  # the bound is its layout, not a loose ceiling
+        assert stored >= 0.5 * bound
 
 
 def test_creates_over_a_limit_are_422_naming_it_and_store_nothing(
