@@ -30,7 +30,10 @@ the 0.85–1.15 target, so a 30-run verdict near the edge is a coin toss; over 9
 engine seeds per data set, run in parallel with ``--seed`` and joined with ``--pool``) the range
 is 0.85–1.15, the target itself. Where a cell holds several engine seeds of the same data sets,
 it also reports what that many independent particle systems (islands) would read with their Ẑ
-averaged per data set and the delta-method stderr of the average (``averaged_systems``).
+averaged per data set and the delta-method stderr of the average (``averaged_systems``), and
+splits the errors' spread into the noise between engine seeds on the same rows, against the
+reported stderr, and an error that repeats on the same rows (``replicate_spread``): a stderr can
+only be asked to cover the first.
 
 Each run also records ``stderr_lagged``: the stderr with the covariance between pieces up to L − 1
 apart counted, from the genealogy across pieces with Eves at each window's first piece
@@ -314,6 +317,48 @@ def averaged_systems(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return joined
 
 
+def replicate_spread(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What a cell's spread of errors is made of, where it holds several engine seeds of the
+    same data sets (a one-way analysis of variance with the data sets as groups; only data sets
+    with at least two finite runs, None where there are none):
+
+    - ``within``: the variance of log Ẑ between engine seeds on the same rows, pooled over the
+      data sets (Σ_d Σ (e − ē_d)² / Σ_d (n_d − 1)): the Monte Carlo noise the stderr measures;
+    - ``reported``: the mean reported stderr² of those runs, ``ratio`` = within / reported and
+      ``ratio_if_calibrated``, its 95% range for an exactly calibrated stderr (χ² with
+      Σ_d (n_d − 1) degrees of freedom);
+    - ``bias_mean``, ``bias_variance``: the mean of the data sets' mean errors ē_d, and their
+      variance less what their own noise (within / n_d) and the reference's (stderr_ref²) give:
+      an error that repeats on the same rows, which no estimate of the variance can report.
+    """
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in runs:
+        if math.isfinite(r.get("error", math.nan)):
+            groups.setdefault((r["family"], r["stream"], r["dataset"]), []).append(r)
+    sets = [members for members in groups.values() if len(members) >= 2]
+    if not sets:
+        return None
+    squares = sum(sum((r["error"] - statistics.fmean(e["error"] for e in members)) ** 2
+                      for r in members) for members in sets)
+    freedom = sum(len(members) - 1 for members in sets)
+    within = squares / freedom
+    reported = statistics.fmean(r["stderr"] ** 2 for members in sets for r in members)
+    means = [statistics.fmean(r["error"] for r in members) for members in sets]
+    own = statistics.fmean(within / len(members) + members[0]["reference_stderr"] ** 2
+                           for members in sets)
+    low, high = chi2.ppf([0.025, 0.975], freedom) / freedom
+    return {
+        "data_sets": len(sets),
+        "runs": sum(len(members) for members in sets),
+        "within": within,
+        "reported": reported,
+        "ratio": within / reported,
+        "ratio_if_calibrated": (float(low), float(high)),
+        "bias_mean": statistics.fmean(means),
+        "bias_variance": statistics.variance(means) - own if len(sets) > 1 else math.nan,
+    }
+
+
 def finite_or_none(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
@@ -526,6 +571,9 @@ def main() -> None:
                 "stderr_ratio": finite_median(r["stderr"] / r["stderr_delta"] for r in mine),
                 "lagged_rms_z": lagged_rms_z(mine),
             }
+            spread = replicate_spread(mine)
+            if spread:
+                cell["replicates"] = spread
             joined = averaged_systems(mine)
             if joined:
                 cell["averaged"] = {**calibration(joined, "error", "stderr"),
@@ -594,6 +642,16 @@ def main() -> None:
                   f"{'/'.join(map(str, a['systems']))} engine seeds' Ẑ averaged "
                   f"(averaged_systems): mean err {a['mean_error']:+.3f}, coverage "
                   f"{a['coverage']:.3f}, RMS z {a['rms_z']:.3f} ({verdict(meets(a))})")
+    for c in cells:
+        if "replicates" in c:
+            s = c["replicates"]
+            print(f"{c['family']:>8s} {c['stream']:>7s}  {s['runs']} runs on {s['data_sets']} "
+                  f"data sets (replicate_spread): variance between engine seeds on the same rows "
+                  f"{s['within']:.3f} against the reported stderr² {s['reported']:.3f} (ratio "
+                  f"{s['ratio']:.2f}, {s['ratio_if_calibrated'][0]:.2f}–"
+                  f"{s['ratio_if_calibrated'][1]:.2f} by chance); error that repeats on the same "
+                  f"rows: mean {s['bias_mean']:+.3f}, variance across data sets "
+                  f"{s['bias_variance']:.3f}")
     payload = {
         "benchmark": "calibration",
         "settings": {**vars(args), "chunk": CHUNK, "changes": CHANGES},
