@@ -6,6 +6,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from scipy.stats import chi2
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = Path(__file__).resolve().parent / "results"  # the results the READMEs quote
@@ -143,3 +145,46 @@ def mixture_data(rows: int, seed: int, components: int = 5, spread: float = 0.7)
     means = 3.0 * torch.stack([angles.cos(), angles.sin()], dim=1)
     labels = torch.randint(0, components, (rows,), generator=g)
     return means[labels] + spread * torch.randn(rows, 2, generator=g, dtype=torch.float64)
+
+
+def replicate_spread(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """What the spread of ``runs``' errors is made of, where they hold several engine seeds of
+    the same data sets (``dataset``, within a ``family`` and ``stream`` where given): a one-way
+    analysis of variance with the data sets as groups, over the data sets with at least two
+    finite runs (None where there are none).
+
+    - ``within``: the variance of log Ẑ between engine seeds on the same rows, pooled over the
+      data sets (Σ_d Σ (e − ē_d)² / Σ_d (n_d − 1)): the Monte Carlo noise the stderr measures;
+    - ``reported``: the mean reported stderr² of those runs, ``ratio`` = within / reported and
+      ``ratio_if_calibrated``, its 95% range for an exactly calibrated stderr (χ² with
+      Σ_d (n_d − 1) degrees of freedom);
+    - ``bias_mean``, ``bias_variance``: the mean of the data sets' mean errors ē_d, and their
+      variance less what their own noise (within / n_d) and the reference's (stderr_ref²) give:
+      an error that repeats on the same rows, which no estimate of the variance can report.
+    """
+    groups: dict[tuple[Any, Any, int], list[dict[str, Any]]] = {}
+    for r in runs:
+        if math.isfinite(r.get("error", math.nan)):
+            groups.setdefault((r.get("family"), r.get("stream"), r["dataset"]), []).append(r)
+    sets = [members for members in groups.values() if len(members) >= 2]
+    if not sets:
+        return None
+    squares = sum(sum((r["error"] - statistics.fmean(e["error"] for e in members)) ** 2
+                      for r in members) for members in sets)
+    freedom = sum(len(members) - 1 for members in sets)
+    within = squares / freedom
+    reported = statistics.fmean(r["stderr"] ** 2 for members in sets for r in members)
+    means = [statistics.fmean(r["error"] for r in members) for members in sets]
+    own = statistics.fmean(within / len(members) + members[0].get("reference_stderr", 0.0) ** 2
+                           for members in sets)
+    low, high = chi2.ppf([0.025, 0.975], freedom) / freedom
+    return {
+        "data_sets": len(sets),
+        "runs": sum(len(members) for members in sets),
+        "within": within,
+        "reported": reported,
+        "ratio": within / reported,
+        "ratio_if_calibrated": (float(low), float(high)),
+        "bias_mean": statistics.fmean(means),
+        "bias_variance": statistics.variance(means) - own if len(sets) > 1 else math.nan,
+    }

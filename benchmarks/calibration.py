@@ -62,6 +62,7 @@ from _common import (
     linear_stream,
     logistic_data,
     mixture_data,
+    replicate_spread,
     result_path,
     set_threads,
     table,
@@ -315,48 +316,6 @@ def averaged_systems(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
             "log_z": log_z, "error": log_z - reference, "stderr": math.sqrt(variance),
         })
     return joined
-
-
-def replicate_spread(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """What a cell's spread of errors is made of, where it holds several engine seeds of the
-    same data sets (a one-way analysis of variance with the data sets as groups; only data sets
-    with at least two finite runs, None where there are none):
-
-    - ``within``: the variance of log Ẑ between engine seeds on the same rows, pooled over the
-      data sets (Σ_d Σ (e − ē_d)² / Σ_d (n_d − 1)): the Monte Carlo noise the stderr measures;
-    - ``reported``: the mean reported stderr² of those runs, ``ratio`` = within / reported and
-      ``ratio_if_calibrated``, its 95% range for an exactly calibrated stderr (χ² with
-      Σ_d (n_d − 1) degrees of freedom);
-    - ``bias_mean``, ``bias_variance``: the mean of the data sets' mean errors ē_d, and their
-      variance less what their own noise (within / n_d) and the reference's (stderr_ref²) give:
-      an error that repeats on the same rows, which no estimate of the variance can report.
-    """
-    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
-    for r in runs:
-        if math.isfinite(r.get("error", math.nan)):
-            groups.setdefault((r["family"], r["stream"], r["dataset"]), []).append(r)
-    sets = [members for members in groups.values() if len(members) >= 2]
-    if not sets:
-        return None
-    squares = sum(sum((r["error"] - statistics.fmean(e["error"] for e in members)) ** 2
-                      for r in members) for members in sets)
-    freedom = sum(len(members) - 1 for members in sets)
-    within = squares / freedom
-    reported = statistics.fmean(r["stderr"] ** 2 for members in sets for r in members)
-    means = [statistics.fmean(r["error"] for r in members) for members in sets]
-    own = statistics.fmean(within / len(members) + members[0]["reference_stderr"] ** 2
-                           for members in sets)
-    low, high = chi2.ppf([0.025, 0.975], freedom) / freedom
-    return {
-        "data_sets": len(sets),
-        "runs": sum(len(members) for members in sets),
-        "within": within,
-        "reported": reported,
-        "ratio": within / reported,
-        "ratio_if_calibrated": (float(low), float(high)),
-        "bias_mean": statistics.fmean(means),
-        "bias_variance": statistics.variance(means) - own if len(sets) > 1 else math.nan,
-    }
 
 
 def finite_or_none(value: float) -> float | None:

@@ -72,29 +72,3 @@ def test_averaged_systems_average_z_over_a_data_sets_seeds_with_the_delta_method
     assert joined["stderr"] == pytest.approx(math.sqrt(variance))
     assert joined["error"] == pytest.approx(math.log(2.0) + variance / 2)
 
-
-def test_replicate_spread_splits_the_errors_into_seed_noise_and_a_data_sets_own_error(
-    benchmark_module: BenchmarkModule,
-) -> None:
-    calibration = benchmark_module("calibration")
-
-    def run(dataset: int, seed: int, error: float) -> dict[str, Any]:
-        return {"family": "logistic", "stream": "ordered", "dataset": dataset, "seed": seed,
-                "reference": -100.0, "reference_stderr": 0.0, "error": error, "stderr": 1.0}
-
-    runs = [run(0, 0, 1.0), run(0, 100, 3.0),  # mean 2, squares 2
-            run(1, 1, -1.0), run(1, 101, -1.0), run(1, 201, 2.0),  # mean 0, squares 6
-            run(2, 2, 5.0), run(3, 3, math.nan)]  # one run each: left out
-
-    spread = calibration.replicate_spread(runs)
-
-    within = (2.0 + 6.0) / (1 + 2)
-    assert (spread["data_sets"], spread["runs"]) == (2, 5)
-    assert spread["within"] == pytest.approx(within)
-    assert spread["ratio"] == pytest.approx(within)  # every stderr² is 1
-    low, high = spread["ratio_if_calibrated"]
-    assert low < 1.0 < high
-    assert spread["bias_mean"] == pytest.approx(1.0)
-    # the variance of the means 2 and 0, less their own noise within / 2 and within / 3
-    assert spread["bias_variance"] == pytest.approx(2.0 - (within / 2 + within / 3) / 2)
-    assert calibration.replicate_spread([run(0, 0, 1.0), run(1, 1, 2.0)]) is None

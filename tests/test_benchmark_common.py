@@ -1,14 +1,22 @@
-"""A ``--quick`` benchmark run never overwrites the committed results (benchmarks/_common.py):
-it writes to results/quick/, even when told to write into the committed folder."""
+"""benchmarks/_common.py: a ``--quick`` benchmark run never overwrites the committed results (it
+writes to results/quick/, even when told to write into the committed folder), and
+``replicate_spread`` splits errors into engine-seed noise and an error that repeats."""
 
 from __future__ import annotations
 
+import math
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+BenchmarkModule = Callable[[str], ModuleType]  # the ``benchmark_module`` fixture (conftest)
 
 
 def test_a_quick_run_leaves_the_committed_results_alone(tmp_path: Path) -> None:
@@ -59,3 +67,33 @@ def test_results_name_the_commit_they_came_from() -> None:
                            capture_output=True, text=True, check=True).stdout
     assert recorded["uncommitted_code"] == any(
         line.endswith(".py") for line in dirty.splitlines())
+
+
+def test_replicate_spread_splits_the_errors_into_seed_noise_and_a_data_sets_own_error(
+    benchmark_module: BenchmarkModule,
+) -> None:
+    common = benchmark_module("_common")
+
+    def run(dataset: int, seed: int, error: float) -> dict[str, Any]:
+        return {"family": "logistic", "stream": "ordered", "dataset": dataset, "seed": seed,
+                "reference": -100.0, "reference_stderr": 0.0, "error": error, "stderr": 1.0}
+
+    runs = [run(0, 0, 1.0), run(0, 100, 3.0),  # mean 2, squares 2
+            run(1, 1, -1.0), run(1, 101, -1.0), run(1, 201, 2.0),  # mean 0, squares 6
+            run(2, 2, 5.0), run(3, 3, math.nan)]  # one run each: left out
+
+    spread = common.replicate_spread(runs)
+
+    within = (2.0 + 6.0) / (1 + 2)
+    assert (spread["data_sets"], spread["runs"]) == (2, 5)
+    assert spread["within"] == pytest.approx(within)
+    assert spread["ratio"] == pytest.approx(within)  # every stderr² is 1
+    low, high = spread["ratio_if_calibrated"]
+    assert low < 1.0 < high
+    assert spread["bias_mean"] == pytest.approx(1.0)
+    # the variance of the means 2 and 0, less their own noise within / 2 and within / 3
+    assert spread["bias_variance"] == pytest.approx(2.0 - (within / 2 + within / 3) / 2)
+    assert common.replicate_spread([run(0, 0, 1.0), run(1, 1, 2.0)]) is None
+    # without a family, stream or reference stderr (accuracy.py's exact references)
+    bare = [{"dataset": r["dataset"], "error": r["error"], "stderr": r["stderr"]} for r in runs]
+    assert common.replicate_spread(bare) == spread
