@@ -174,6 +174,7 @@ class Deployment:
         self.redis = RedisServer(data_dir / "redis", appendfsync=appendfsync)
         self.prefix = f"faults-{uuid.uuid4().hex[:8]}"
         self.env = service_env(self.redis.url, self.prefix, **settings)
+        self.root = root
         self.api = ApiServer(self.env, root)
         self.workers = [WorkerProcess(self.env, root) for _ in range(workers)]
         self.kills: dict[str, int] = {"worker": 0, "redis": 0, "api": 0}
