@@ -188,3 +188,12 @@ def replicate_spread(runs: list[dict[str, Any]]) -> dict[str, Any] | None:
         "bias_mean": statistics.fmean(means),
         "bias_variance": statistics.variance(means) - own if len(sets) > 1 else math.nan,
     }
+
+
+def spread_line(spread: dict[str, Any]) -> str:
+    """``replicate_spread``'s figures in words."""
+    low, high = spread["ratio_if_calibrated"]
+    return (f"variance between engine seeds on the same rows {spread['within']:.3f} against the "
+            f"reported stderr² {spread['reported']:.3f} (ratio {spread['ratio']:.2f}, "
+            f"{low:.2f}–{high:.2f} by chance); error that repeats on the same rows: mean "
+            f"{spread['bias_mean']:+.3f}, variance across data sets {spread['bias_variance']:.3f}")

@@ -32,6 +32,7 @@ from _common import (
     replicate_spread,
     result_path,
     set_threads,
+    spread_line,
     table,
     verdict,
     write_json,
@@ -310,13 +311,7 @@ def main() -> None:
         spread = s.get("replicate_spread")
         if spread:
             print(f"N={s['n']:,}, all {s['runs']} runs ({args.replicates} engine seeds per data "
-                  f"seed): median |error| {s['all_median_abs_error']:.2f}; variance between "
-                  f"engine seeds on the same rows {spread['within']:.3f} against the reported "
-                  f"stderr² {spread['reported']:.3f} (ratio {spread['ratio']:.2f}, "
-                  f"{spread['ratio_if_calibrated'][0]:.2f}–{spread['ratio_if_calibrated'][1]:.2f} "
-                  f"by chance); error that repeats on the same rows: mean "
-                  f"{spread['bias_mean']:+.3f}, variance across data seeds "
-                  f"{spread['bias_variance']:.3f}")
+                  f"seed): median |error| {s['all_median_abs_error']:.2f}; {spread_line(spread)}")
     print("\nError trace: median |error| over seeds at log-spaced n")
     for rows, records in runs.items():
         by_n: dict[int, list[float]] = {}

@@ -65,6 +65,7 @@ from _common import (
     replicate_spread,
     result_path,
     set_threads,
+    spread_line,
     table,
     verdict,
     write_json,
@@ -605,12 +606,7 @@ def main() -> None:
         if "replicates" in c:
             s = c["replicates"]
             print(f"{c['family']:>8s} {c['stream']:>7s}  {s['runs']} runs on {s['data_sets']} "
-                  f"data sets (replicate_spread): variance between engine seeds on the same rows "
-                  f"{s['within']:.3f} against the reported stderr² {s['reported']:.3f} (ratio "
-                  f"{s['ratio']:.2f}, {s['ratio_if_calibrated'][0]:.2f}–"
-                  f"{s['ratio_if_calibrated'][1]:.2f} by chance); error that repeats on the same "
-                  f"rows: mean {s['bias_mean']:+.3f}, variance across data sets "
-                  f"{s['bias_variance']:.3f}")
+                  f"data sets (replicate_spread): {spread_line(s)}")
     payload = {
         "benchmark": "calibration",
         "settings": {**vars(args), "chunk": CHUNK, "changes": CHANGES},
