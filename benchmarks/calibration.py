@@ -88,9 +88,10 @@ from service.core.config import Settings
 
 CHUNK, CHANGES = 500, (1_000, 5_000)
 # main before issue 18: delta-method stderr, re-anchoring on growth only, no extra moves, the
-# same ladder and moves for every step of a piece
+# same ladder and moves for every step of a piece, plain increments
 MAIN = {"standard_error": "delta", "anchor_drift": 1000.0, "surprise_moves": 0,
-        "surprise_ess_target": 0.8, "surprise_move_steps": 20, "restart_growth": 0.0}
+        "surprise_ess_target": 0.8, "surprise_move_steps": 20, "restart_growth": 0.0,
+        "increment_control": "none"}
 COVERAGE_TARGET, RMS_Z_RANGE = 0.90, (0.85, 1.15)
 # an update past this fraction of diverged trajectories marks a model unreliable in the service
 DIVERGED_WARNING = Settings.model_fields["diverged_warning_fraction"].default
@@ -245,8 +246,10 @@ def lagged_variances(pieces: list[tuple[Tensor, tuple[StepInfo, ...]]]) -> list[
     window's genealogy collapses onto few Eves and reads low. A piece whose careful steps ran
     with more particles (``surprise_particles``) ends with a selection back to M whose ancestors
     no step records: windows start after it, so its covariance with later pieces is left out."""
-    widened = [bool(steps) and steps[-1].reweighted_log_weights is not None
-               and steps[-1].reweighted_log_weights.shape[0] != initial.shape[0]
+    # a piece whose selection widened the cloud, even at its last step (its narrowing back to M
+    # is in no step)
+    widened = [any(info.ancestors is not None and info.ancestors.shape[0] != initial.shape[0]
+                   for info in steps)
                for initial, steps in pieces]
 
     def window(first: int, last: int) -> float:

@@ -187,6 +187,12 @@ class SGAISSettings(AnnealingSettings, SequentialSettings):
         description="ESS target of a piece's annealing steps past surprise_steps (after the "
         "exact phase)",
     )
+    increment_control: Literal["score", "none"] = Field(
+        "score",
+        description="score: the first annealing step of each piece corrected by control variates, "
+        "the score of the past's posterior at each particle (two more minibatch gradients per "
+        "piece), where particles ≥ 4 × (parameters + 1); none: plain increments",
+    )
     surprise_move_steps: int = Field(
         60, ge=1, le=200, description="SGHMC steps per move in a piece's steps past surprise_steps"
     )

@@ -22,12 +22,14 @@ from estimators.online.islands import averaged, islands
 from estimators.online.kernels import sghmc_moves
 from estimators.online.records import ChunkLoop, ParticleState
 from estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
+from estimators.online.scores import past_score
 from estimators.online.settings import AnnealingSettings, SGAISSettings
 from estimators.online.target import Piece
+from estimators.smc.control_variates import MIN_PARTICLES_PER_CONTROL
 from estimators.smc.relabeling import Relabel, relabeler
 from estimators.smc.resampling import RESAMPLERS, Selection, resample_below, resample_to
 from estimators.smc.temperature import adaptive
-from estimators.smc.tempered import Move, TemperedSMC
+from estimators.smc.tempered import Control, Move, TemperedSMC
 from estimators.smc.weights import ess as kish_ess
 from models import Model
 
@@ -85,20 +87,36 @@ def annealing_info(rows: int, state: ParticleState, chunk: ChunkReport) -> SGAIS
 
 
 def annealed(
-    settings: AnnealingSettings, relabel: Relabel | None, piece: Piece, move: Move
+    settings: AnnealingSettings,
+    relabel: Relabel | None,
+    piece: Piece,
+    move: Move,
+    control: Control | None = None,
 ) -> TemperedSMC:
-    """SG-AIS's ladder for one piece: adaptive temperatures and ESS-triggered resampling."""
+    """SG-AIS's ladder for one piece: adaptive temperatures, ESS-triggered resampling, and
+    ``control`` variates of the first step's increment (if any)."""
     return TemperedSMC(
         log_likelihood=piece.log_likelihood,
         temperature_rule=adaptive(settings.ess_target),
         selection=resample_below(settings.resample_threshold, RESAMPLERS[settings.resampling]),
         move=move,
         relabel=relabel,
+        control=control,
+    )
+
+
+def controlled(settings: SGAISSettings, model: Model) -> bool:
+    """Whether the first step's increment takes the score's control variates: asked for, and
+    enough particles to fit one coefficient per parameter (``MIN_PARTICLES_PER_CONTROL``)."""
+    return (
+        settings.increment_control == "score"
+        and settings.particles >= MIN_PARTICLES_PER_CONTROL * (model.param_dim + 1)
     )
 
 
 def parts(settings: SGAISSettings, relabel: Relabel | None, piece: Piece) -> TemperedSMC:
-    return annealed(settings, relabel, piece, sghmc_moves(settings, piece))
+    control = past_score(piece) if controlled(settings, piece.model) else None
+    return annealed(settings, relabel, piece, sghmc_moves(settings, piece), control)
 
 
 def loop(model: Model, settings: SGAISSettings) -> ChunkLoop:

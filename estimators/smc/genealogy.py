@@ -15,6 +15,10 @@ counts what resampling does (descendants of one Eve share its fate) instead of t
 step's particles as fresh independent draws. Cost: one index gather per resampling and one
 scatter-add per run, O(M) next to the moves' O(M · rows · steps).
 
+With control variates (``smc.control_variates``) a step's estimate is corrected by
+−Σ_i W_i βᵀ(s_i − s̄); each particle's share, its ``control_influence``, joins its Eve's term:
+Var(log Ẑ) ≈ Σ_e (M_e − W⁰_e − C_e)², C_e the shares of Eve e's descendants over the steps.
+
 Usually the Eves are the run's starting particles (``first_generation``). A cloud that was itself
 drawn from a larger weighted one by a selection outside any run (``selected``: the online loop's
 return from ``surprise_particles`` × M particles to M) starts its next run from the particles that
@@ -60,19 +64,22 @@ def selected(log_weights: Tensor, ancestors: Tensor) -> Eves:
 
 
 def eve_variance(eves: Eves, steps: Sequence[StepInfo]) -> float:
-    """Σ_e (M_e − W⁰_e)² over the ``steps`` of one run, from its ``eves``."""
+    """Σ_e (M_e − W⁰_e − C_e)² over the ``steps`` of one run, from its ``eves``."""
     if not steps:
         return 0.0
     labels = eves.labels
     final_labels, final_log_weights = labels, None
+    controlled = torch.zeros_like(eves.weights)  # C_e
     for info in steps:
         if info.reweighted_log_weights is None:
             raise ValueError("the steps carry no genealogy (reweighted weights and ancestors)")
         final_labels, final_log_weights = labels, info.reweighted_log_weights
+        if info.control_influence is not None:
+            controlled.index_add_(0, labels, info.control_influence)
         if info.ancestors is not None:
             labels = labels[info.ancestors]
     assert final_log_weights is not None
     mass = torch.zeros_like(eves.weights).index_add_(
         0, final_labels, torch.exp(final_log_weights)
     )
-    return float(((mass - eves.weights) ** 2).sum()) + eves.lost
+    return float(((mass - eves.weights - controlled) ** 2).sum()) + eves.lost

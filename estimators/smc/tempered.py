@@ -4,7 +4,9 @@ The target at temperature λ is π_λ(θ) ∝ π₀(θ) · p(piece | θ)^λ, π�
 represent. One step (Del Moral, Doucet & Jasra 2006, eq. 14; BlackJAX ``smc/tempered.py``):
 
 1. the temperature rule picks Δ; the weights become W_i ∝ W_i · p(piece | θ_i)^Δ and
-   log Σ_i W_i p(piece | θ_i)^Δ is the step's log-evidence increment;
+   log Σ_i W_i p(piece | θ_i)^Δ is the step's log-evidence increment (with ``control``, the
+   first step's sum corrected by control variates of known zero mean under π₀:
+   ``smc.control_variates``);
 2. ``relabel`` (if any) maps every particle into one labelling of a label-symmetric posterior;
 3. the mass factor L (L Lᵀ = the weighted particle covariance) is taken before resampling, while
    the weights still carry the target;
@@ -26,6 +28,7 @@ from torch import Tensor
 
 from estimators.deadline import Checkpoint, Deadline, check_deadline
 from estimators.errors import EstimatorError, Progress
+from estimators.smc.control_variates import controlled_log_mean_increment
 from estimators.smc.covariance import particle_scale
 from estimators.smc.relabeling import Relabel
 from estimators.smc.resampling import Selection
@@ -61,6 +64,10 @@ class Move(Protocol):
         ...
 
 
+# (θ (M, D), generator) -> (M, K) functions of each particle with zero mean under π₀
+Control = Callable[[Tensor, torch.Generator], Tensor]
+
+
 class TemperedSMC(NamedTuple):
     """The parts of one tempered-SMC step."""
 
@@ -69,6 +76,7 @@ class TemperedSMC(NamedTuple):
     selection: Selection
     move: Move
     relabel: Relabel | None = None  # one labelling of a label-symmetric posterior
+    control: Control | None = None  # control variates of the first step's increment
 
 
 class StepInfo(NamedTuple):
@@ -82,6 +90,9 @@ class StepInfo(NamedTuple):
     reweighted_log_weights: Tensor | None = None
     ancestors: Tensor | None = None
     diverged: float | None = None  # the move's ``Moved.diverged``
+    # (M,) each particle's share of the control variates' correction (``control_variates``),
+    # indexed as ``reweighted_log_weights``; None: a plain increment
+    control_influence: Tensor | None = None
 
 
 def start(smc: TemperedSMC, particles: Tensor, log_weights: Tensor) -> TemperedState:
@@ -103,7 +114,19 @@ def step(
             f"{spread:.3g} nats across particles"
         )
     increments = delta * state.log_likelihood
-    increment, variance = log_mean_increment(state.log_weights, increments)
+    influence = None
+    # Only the first step is controlled: there the particles have been moved on π₀ ever since
+    # they last changed weight. Later in the ladder each step's cloud trails its target by one
+    # move, the controls' mean is not 0 there, and correcting every step of a 52-step ladder
+    # biased log Ẑ by −0.18 nats (linear regression, first 500 rows, 30 seeds) where the plain
+    # increments' errors cancel along the genealogy.
+    if smc.control is None or state.temperature > 0.0:
+        increment, variance = log_mean_increment(state.log_weights, increments)
+    else:
+        controls = smc.control(state.particles, generator)
+        increment, variance, influence = controlled_log_mean_increment(
+            state.log_weights, increments, controls, smc.control(state.particles, generator)
+        )
     log_weights = log_normalize(state.log_weights + increments)
     temperature = 1.0 if delta >= remaining else state.temperature + delta
     theta = state.particles
@@ -124,6 +147,7 @@ def step(
         log_weights,
         selected.ancestors,
         moved.diverged,
+        influence,
     )
 
 

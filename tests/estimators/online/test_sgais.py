@@ -208,3 +208,45 @@ def test_the_diverged_fraction_reports_sghmc_trajectories_undone(stream, method:
             assert math.isnan(calm.diverged_fraction) and math.isnan(wild.diverged_fraction)
     assert calm.diverged_fraction < 0.01
     assert wild.diverged_fraction > 0.5
+
+
+def test_score_controls_apply_only_where_the_particles_fit_them(stream) -> None:
+    """Softmax regression (44 parameters) needs 180 particles for the fit: at 64 its updates are
+    bit for bit those of plain increments. Linear regression (4 here) takes them."""
+    g = torch.Generator().manual_seed(0)
+    weights = torch.randn(4, 11, generator=g, dtype=torch.float64)
+    x = torch.randn(600, 10, generator=g, dtype=torch.float64)
+    probabilities = torch.softmax(x @ weights[:, :-1].T + weights[:, -1], 1)
+    y = torch.multinomial(probabilities, 1, generator=g)[:, 0].to(torch.float64)
+    softmax = (LogisticRegression(10, classes=4), x, y)
+    for (model, x, y), changed in ((softmax, False), (stream("linear_regression", 600, 0), True)):
+        found = []
+        for control in ("score", "none"):
+            tracker = OnlineEvidence(model, seed=1, increment_control=control)
+            for start in range(0, 600, 300):
+                tracker.update(x[start : start + 300], y[start : start + 300])
+            found.append((tracker.log_evidence, tracker.log_evidence_stderr))
+        assert (found[0] != found[1]) == changed, model.family
+
+
+def test_score_controls_narrow_the_spread_over_engine_seeds(stream) -> None:
+    """The same 1,500 rows under 10 engine seeds: log Ẑ varies less with the controls, and the
+    stderr reports the narrower spread."""
+    model, x, y = stream("linear_regression", 1500, 2)
+    spread = {}
+    for control in ("score", "none"):
+        estimates, variances = [], []
+        for seed in range(10):
+            tracker = OnlineEvidence(model, seed=seed, increment_control=control)
+            for start in range(0, 1500, 500):
+                tracker.update(x[start : start + 500], y[start : start + 500])
+            estimates.append(tracker.log_evidence)
+            variances.append(tracker.log_evidence_stderr**2)
+        mean = sum(estimates) / len(estimates)
+        spread[control] = (
+            sum((e - mean) ** 2 for e in estimates) / (len(estimates) - 1),
+            sum(variances) / len(variances),
+        )
+    assert spread["score"][0] < spread["none"][0] and spread["score"][1] < spread["none"][1]
+    # measured: between seeds 0.18 (plain 0.31), reported 0.15 (plain 0.21)
+    assert spread["score"][1] == pytest.approx(spread["score"][0], rel=0.5)

@@ -107,3 +107,21 @@ def test_carried_eves_sum_to_the_genealogy_of_both_pieces() -> None:
     whole = statistics.fmean(one_genealogy)
     assert statistics.fmean(carried) / whole == pytest.approx(1.0, abs=0.2)
     assert statistics.fmean(restarted) < 0.6 * whole
+
+
+def test_the_control_influence_joins_each_eves_term() -> None:
+    """Var ≈ Σ_e (M_e − W⁰_e − C_e)²: a first step's influences are summed per Eve through a
+    later selection, which copies particles but not their Eves' shares."""
+    uniform = torch.full((4,), -math.log(4), dtype=F64)
+    first = StepInfo(
+        0.0, 0.0, 4.0, True, (), torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4], dtype=F64)),
+        ancestors=torch.tensor([3, 3, 2, 1]),
+        control_influence=torch.tensor([0.01, -0.02, 0.03, -0.04], dtype=F64),
+    )
+    last = StepInfo(
+        0.0, 0.0, 4.0, False, (), torch.log(torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=F64))
+    )
+    mass = torch.tensor([0.0, 0.1, 0.2, 0.7], dtype=F64)  # Eve 3 has two copies
+    shares = torch.tensor([0.01, -0.02, 0.03, -0.04], dtype=F64)
+    expected = float(((mass - 0.25 - shares) ** 2).sum())
+    assert eve_variance(first_generation(uniform), [first, last]) == pytest.approx(expected)

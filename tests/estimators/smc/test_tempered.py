@@ -200,3 +200,27 @@ def test_a_move_that_leaves_the_domain_is_undone_for_those_particles() -> None:
     torch.testing.assert_close(state.particles[1::2], theta[1::2] * 0.9)
     torch.testing.assert_close(state.log_likelihood,
                                model.log_likelihood(state.particles, None, y).sum(-1))
+
+
+def test_the_control_variates_correct_only_the_first_step() -> None:
+    """The controls are asked for once per ladder, at λ = 0, and only that step carries their
+    influence; its increment is the plain one corrected (Beta posterior: the score of π₀ is
+    that of the Beta(2, 2) prior in the model's coordinates)."""
+    model, theta, y = coin(40, 4)
+    calls: list[int] = []
+
+    def score(particles: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        calls.append(particles.shape[0])
+        return torch.func.vmap(torch.func.grad(lambda t: model.log_prior(t[None])[0]))(particles)
+
+    plain = parts(model, y)
+    smc = parts(model, y, control=score)
+    _, plain_steps = anneal(plain, start(plain, theta, uniform(2000)), torch.Generator(), 100)
+    _, steps = anneal(smc, start(smc, theta, uniform(2000)), torch.Generator(), 100)
+    assert calls == [2000, 2000] and len(steps) == len(plain_steps) >= 2
+    assert steps[0].control_influence is not None
+    assert all(s.control_influence is None for s in steps[1:])
+    assert steps[0].log_evidence_increment != plain_steps[0].log_evidence_increment
+    assert [s.log_evidence_increment for s in steps[1:]] == [
+        s.log_evidence_increment for s in plain_steps[1:]
+    ]
