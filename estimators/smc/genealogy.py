@@ -16,7 +16,7 @@ step's particles as fresh independent draws. Cost: one index gather per resampli
 scatter-add per run, O(M) next to the moves' O(M · rows · steps).
 
 With control variates (``smc.control_variates``) a step's estimate is corrected by
-−Σ_i W_i βᵀ(s_i − s̄); each particle's share, its ``control_influence``, joins its Eve's term:
+−Σ_i W_i bᵀ(s_i − s̄); each particle's share, its ``control_influence``, joins its Eve's term:
 Var(log Ẑ) ≈ Σ_e (M_e − W⁰_e − C_e)², C_e the shares of Eve e's descendants over the steps.
 
 Usually the Eves are the run's starting particles (``first_generation``). A cloud that was itself
