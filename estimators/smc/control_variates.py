@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.smc.weights import log_normalize
+from estimators.smc.weights import log_mean_increment, log_normalize
 
 # the least squares fit of a step's ratios on its controls: particles (by ESS) per coefficient
 MIN_PARTICLES_PER_CONTROL = 4
@@ -53,13 +53,10 @@ def controlled_log_mean_increment(
     coefficients and the mean they multiply. The plain estimate (zero influence) where the fit
     is not determined: fewer than ``MIN_PARTICLES_PER_CONTROL`` × (K + 1) effective particles,
     controls with no spread, or a correction that would leave nothing of the estimate."""
-    log_w = log_normalize(log_weights)
-    weights = torch.exp(log_w)
-    log_s = torch.logsumexp(log_w + log_increments, dim=0)
+    weights = torch.exp(log_normalize(log_weights))
+    log_s, plain_variance = log_mean_increment(log_weights, log_increments)
+    plain = ControlledIncrement(log_s, plain_variance, torch.zeros_like(weights))
     residual = torch.exp(log_increments - log_s) - 1.0  # r_i − 1, weighted mean 0
-    plain = ControlledIncrement(
-        float(log_s), float((weights**2 * residual**2).sum()), torch.zeros_like(weights)
-    )
     design = torch.cat([torch.ones_like(weights)[:, None], fit_controls], 1)  # (1, s)
     if 1.0 / float((weights**2).sum()) < MIN_PARTICLES_PER_CONTROL * design.shape[1]:
         return plain
@@ -74,7 +71,7 @@ def controlled_log_mean_increment(
         return plain
     centred = controls - weights @ controls
     return ControlledIncrement(
-        float(log_s) + math.log(correction),
+        log_s + math.log(correction),
         float((weights**2 * press**2).sum()),
         weights * (centred @ slope),
     )
@@ -98,7 +95,6 @@ def leave_one_out_fit(
     leverage = v * (design * solved).sum(1)
     if not bool((leverage < 1.0).all()):
         return None
-    shrink = (v * (y - design @ beta) / (1.0 - leverage))[:, None]
-    held_out = beta[None, :] - solved * shrink  # β₍₋ᵢ₎ = β − G⁻¹x_i v_i e_i / (1 − h_i)
-    press = (y - design @ beta) / (1.0 - leverage)
+    press = (y - design @ beta) / (1.0 - leverage)  # e_i / (1 − h_i)
+    held_out = beta[None, :] - solved * (v * press)[:, None]  # β₍₋ᵢ₎ = β − G⁻¹x_i v_i e_i/(1 − h_i)
     return beta[1:], held_out[:, 1:], press

@@ -123,9 +123,11 @@ def step(
     if smc.control is None or state.temperature > 0.0:
         increment, variance = log_mean_increment(state.log_weights, increments)
     else:
+        # two draws: where the controls are minibatch estimates, the fit reads the second
         controls = smc.control(state.particles, generator)
+        fit_controls = smc.control(state.particles, generator)
         increment, variance, influence = controlled_log_mean_increment(
-            state.log_weights, increments, controls, smc.control(state.particles, generator)
+            state.log_weights, increments, controls, fit_controls
         )
     log_weights = log_normalize(state.log_weights + increments)
     temperature = 1.0 if delta >= remaining else state.temperature + delta
