@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import unicodedata
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -28,6 +29,13 @@ from service.limits import Limits, check_size, state_bytes
 # (DELETE …/models/.. would reach …/{id}, the comparison itself)
 NAME_PATTERN = r"^[A-Za-z0-9_.\-]*[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
 DEFAULT_METHOD = "sgais"
+# A comparison's name is shown in tables, logs and the dashboard: any printable text, but no
+# control or invisible formatting characters (NUL, bidirectional overrides such as U+202E that
+# make a name read as another), no path separators, not a path segment "." or "..", and no
+# spaces at either end.
+COMPARISON_NAME_RULE = ("1–200 printable characters: no control or formatting characters, no "
+                        "'/' or '\\', not '.' or '..', no spaces at either end")
+UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})  # Unicode categories
 # Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
 # would turn a model's evidence into -inf: refused at the door instead of dead-lettered.
 MAX_ABS_VALUE = 1e100
@@ -137,8 +145,9 @@ class ComparisonIn(BaseModel):
         "models": [{"name": "small", "family": "linear_regression", "config": {"dim": 1}},
                    {"name": "large", "family": "linear_regression", "config": {"dim": 2}}],
     }]})
-    name: str = Field(min_length=1, max_length=200)
-    seed: Integer = Field(default=0, description="all randomness derives from it")
+    name: str = Field(min_length=1, max_length=200, description=COMPARISON_NAME_RULE)
+    seed: Integer = Field(default=0, ge=0, le=2**64 - 1,
+                          description="all randomness derives from it; 0 to 2⁶⁴ − 1")
     models: list[ModelIn] = Field(min_length=1, description="names unique")
     estimator: EstimatorIn = Field(default_factory=ESTIMATOR_VARIANTS[DEFAULT_METHOD])
     x_dim: NonNegative | None = Field(
@@ -151,6 +160,14 @@ class ComparisonIn(BaseModel):
         if isinstance(estimator, dict) and "method" not in estimator:
             return {"method": DEFAULT_METHOD, **estimator}
         return estimator
+
+    @field_validator("name")
+    @classmethod
+    def _printable_name(cls, name: str) -> str:
+        if (name != name.strip() or name in (".", "..") or "/" in name or "\\" in name
+                or any(unicodedata.category(c) in UNPRINTABLE for c in name)):
+            raise ValueError(f"the comparison name must be {COMPARISON_NAME_RULE}")
+        return name
 
     @model_validator(mode="after")
     def _names_unique(self) -> ComparisonIn:

@@ -4,6 +4,7 @@ and ``authorize``, which main.py puts on every router."""
 from __future__ import annotations
 
 import json
+import uuid
 from typing import Annotated
 
 from fastapi import Depends
@@ -33,6 +34,12 @@ def get_metrics(connection: HTTPConnection) -> Metrics:
     return connection.app.state.metrics
 
 
+def new_request_identity() -> str:
+    """The identity a write request carries into Redis, so that a write re-sent after a lost
+    reply is recognised as the same request (docs/design/exactly-once.md)."""
+    return uuid.uuid4().hex
+
+
 def get_access(connection: HTTPConnection) -> KeyScope:
     """The caller's scope (set by ``authorize``); everything when no keys are configured."""
     return getattr(connection.state, "access", ALL)
@@ -43,6 +50,7 @@ StoreDep = Annotated[Comparisons, Depends(get_store)]
 BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 AccessDep = Annotated[KeyScope, Depends(get_access)]
+RequestIdentity = Annotated[str, Depends(new_request_identity)]
 
 COLLECTION = "/v1/comparisons"
 # POST routes that change nothing: they need read access, like GET.

@@ -13,11 +13,17 @@ from service.schemas import ComparisonSpec, ModelSpec
 from service.store import scripts
 from service.store.connection import AsyncClient, publish_command
 from service.store.keys import GROUP, Keys, index_key, work_channel
+from service.store.resend import resend_on_lost_reply
 from service.store.trace import decode_point
 
 
 class NotFound(LookupError):
     """No comparison with that id."""
+
+
+# How long the receipt of a request's identity is kept (ms): past every re-send of one request
+# (seconds), with room for a slow pool; a client's own idempotency key lasts idempotency_ttl.
+RECEIPT_TTL_MS = 10 * 60 * 1000
 
 
 @dataclass(frozen=True)
@@ -36,8 +42,9 @@ class Meta:
 
 
 class Ingested(NamedTuple):
-    """What ``Comparisons.ingest`` did: ``status`` accepted, duplicate (the key's chunk has the
-    same body), conflict (the key was used with another body), missing (no comparison), stale
+    """What ``Comparisons.ingest`` did: ``status`` accepted (also when a re-send found its own
+    first run recorded), duplicate (the client's key recorded a chunk with the same body),
+    conflict (the key was used with another body), missing (no comparison), stale
     (a model was added since the chunk was validated) or full (the comparison holds too many
     bytes of chunks; ``sequence`` is then the bytes it holds). For a duplicate or conflict,
     ``sequence`` and ``rows`` are those of the chunk first recorded under the key (``rows`` None
@@ -58,6 +65,7 @@ class Comparisons:
         self._ingest = client.register_script(scripts.INGEST)
         self._add_model = client.register_script(scripts.ADD_MODEL)
         self._remove_model = client.register_script(scripts.REMOVE_MODEL)
+        self._delete = client.register_script(scripts.DELETE)
 
     def keys(self, cid: str) -> Keys:
         return Keys(self.prefix, cid)
@@ -65,16 +73,18 @@ class Comparisons:
     async def create(
         self, spec: ComparisonSpec, evidence: dict[str, Any], states: dict[str, bytes]
     ) -> None:
-        """Write the comparison and list it; on any failure (Redis unreachable or a reply lost
-        midway, the request cancelled) remove whatever was written, then raise."""
+        """Write the comparison and list it. The new id is the request's identity: a re-send
+        after a lost reply finds the comparison written and changes nothing. On a failure that
+        outlasts the re-sends (Redis unreachable, the request cancelled) remove whatever was
+        written, then raise."""
         keys = self.keys(spec.id)
         pairs: list[Any] = [item for name, data in states.items() for item in (name, data)]
         try:
-            await self._create(
+            await resend_on_lost_reply(lambda: self._create(
                 keys=[keys.meta, keys.states, keys.evidence, keys.stream],
                 args=[spec.model_dump_json(), json.dumps(evidence, allow_nan=False), GROUP,
                       *pairs],
-            )
+            ), "create")
             await self.client.sadd(index_key(self.prefix), spec.id)
         except BaseException:
             # The index is outside the comparison's hash tag (one script cannot write both on a
@@ -158,10 +168,13 @@ class Comparisons:
             if sequence not in seen:
                 yield sequence, await self.client.lindex(keys.blocks, sequence - 1)
 
-    async def delete(self, cid: str) -> None:
-        """Remove every key of the comparison: meta first, so nothing else touches it after."""
+    async def delete(self, cid: str, request: str) -> None:
+        """Remove every key of the comparison: meta first, so nothing else touches it after
+        (``request``: the identity that makes a re-sent delete answer as the first did)."""
         keys = self.keys(cid)
-        if not await self.client.delete(keys.meta):
+        deleted = await resend_on_lost_reply(lambda: self._delete(
+            keys=[keys.meta, keys.receipt(request)], args=[RECEIPT_TTL_MS]), "delete")
+        if not deleted:
             raise NotFound(cid)
         await self._remove(cid)
         await self.client.publish(keys.updates, json.dumps({"id": cid, "deleted": True}))
@@ -183,28 +196,35 @@ class Comparisons:
 
     async def ingest(
         self, cid: str, block: bytes, rows: int, digest: str, idempotency_key: str | None,
-        models: int | None, max_bytes: int,
+        request: str, models: int | None, max_bytes: int,
     ) -> Ingested:
-        """Record and queue a chunk in one step, unless a model was added since it was
-        validated (``models``: ``Meta.models_added`` then; status ``stale``) or the block would take
-        the chunk blocks it holds past ``max_bytes`` (status ``full``)."""
+        """Record and queue a chunk in one step, under the client's ``idempotency_key`` or, when
+        it gave none, the request's identity ``request``; unless a model was added since it was
+        validated (``models``: ``Meta.models_added`` then; status ``stale``) or the block would
+        take the chunk blocks it holds past ``max_bytes`` (status ``full``)."""
         keys = self.keys(cid)
-        status, sequence, recorded = await self._ingest(
-            keys=[keys.meta, keys.stream, keys.idempotency(idempotency_key or "")],
+        if idempotency_key is None:
+            record, ttl = keys.receipt(request), RECEIPT_TTL_MS
+        else:
+            record, ttl = keys.idempotency(idempotency_key), self._idempotency_ms
+        status, sequence, recorded = await resend_on_lost_reply(lambda: self._ingest(
+            keys=[keys.meta, keys.stream, record],
             args=[
                 digest,
                 block,
                 rows,
-                self._idempotency_ms,
+                ttl,
                 work_channel(self.prefix),
                 cid,
-                "1" if idempotency_key else "0",
                 -1 if models is None else models,
                 bytes.fromhex(digest),
                 max_bytes,
             ],
-        )
-        return Ingested(status.decode(), int(sequence), int(recorded) if recorded else None)
+        ), "ingest")
+        outcome = status.decode()
+        if outcome == "duplicate" and idempotency_key is None:
+            outcome = "accepted"  # a re-send found the request's own first run
+        return Ingested(outcome, int(sequence), int(recorded) if recorded else None)
 
     async def add_model(
         self,
@@ -214,12 +234,14 @@ class Comparisons:
         model: ModelSpec,
         state: bytes,
         catching_up: bool,
+        request: str,
     ) -> int:
         """Compare-and-set on ``meta.version`` and ``meta.ingested`` (the chunks the model was
-        checked against): 1 added, 0 stale, -1 gone, -2 name taken."""
+        checked against): 1 added (also when the request's identity finds its first run), 0
+        stale, -1 gone, -2 name taken."""
         keys = self.keys(spec.id)
-        result = await self._add_model(
-            keys=[keys.meta, keys.states, keys.evidence],
+        result = await resend_on_lost_reply(lambda: self._add_model(
+            keys=[keys.meta, keys.states, keys.evidence, keys.receipt(request)],
             args=[
                 *self._spec_change(meta, spec, evidence),
                 model.name,
@@ -229,21 +251,23 @@ class Comparisons:
                 int(catching_up),
                 meta.ingested,
                 self._publish,
+                RECEIPT_TTL_MS,
             ],
-        )
+        ), "add model")
         return int(result)
 
     async def remove_model(
         self, meta: Meta, spec: ComparisonSpec, evidence: dict[str, Any], name: str,
-        catching_up: bool,
+        catching_up: bool, request: str,
     ) -> int:
-        """Compare-and-set on ``meta.version``: 1 removed, 0 stale, -1 gone, -2 no such model."""
+        """Compare-and-set on ``meta.version``: 1 removed (also when the request's identity
+        finds its first run), 0 stale, -1 gone, -2 no such model."""
         keys = self.keys(spec.id)
-        result = await self._remove_model(
-            keys=[keys.meta, keys.states, keys.evidence],
+        result = await resend_on_lost_reply(lambda: self._remove_model(
+            keys=[keys.meta, keys.states, keys.evidence, keys.receipt(request)],
             args=[*self._spec_change(meta, spec, evidence), name, int(catching_up),
-                  self._publish],
-        )
+                  self._publish, RECEIPT_TTL_MS],
+        ), "remove model")
         return int(result)
 
     def _spec_change(self, meta: Meta, spec: ComparisonSpec,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -9,9 +10,10 @@ from typing import Any, Literal
 from service.evidence import status_fields
 from service.store import scripts
 from service.store.codec import decode_block
-from service.store.comparisons import NotFound
+from service.store.comparisons import RECEIPT_TTL_MS, NotFound
 from service.store.connection import AsyncClient, publish_command
 from service.store.keys import Keys, work_channel
+from service.store.resend import resend_on_lost_reply
 
 ResumeAction = Literal["retry", "skip"]
 
@@ -61,9 +63,10 @@ class DeadLetters:
             for entry_id, fields in entries
         ]
 
-    async def resume(self, cid: str, action: ResumeAction) -> dict[str, Any]:
+    async def resume(self, cid: str, action: ResumeAction, request: str) -> dict[str, Any]:
         """Un-halt: the worker retries the halted chunk (``retry``) or commits it as an empty
-        block (``skip``). Returns the new evidence body; ``NotHalted`` when not halted."""
+        block (``skip``). Returns the new evidence body; ``NotHalted`` when not halted.
+        ``request``: the identity that makes a re-send after a lost reply a no-op."""
         keys = Keys(self.prefix, cid)
         for _ in range(20):
             version, halted = await self.client.hmget(keys.meta, "version", "halted")
@@ -83,11 +86,13 @@ class DeadLetters:
             else:
                 reason = None
             body.update(version=body["version"] + 1, **status_fields(reason, skipped, None))
-            result = await self._resume(
-                keys=[keys.meta, keys.evidence, keys.attempts],
+            result = await resend_on_lost_reply(functools.partial(
+                self._resume,
+                keys=[keys.meta, keys.evidence, keys.attempts, keys.receipt(request)],
                 args=[int(version), halted, action, json.dumps(body, allow_nan=False),
-                      reason or "", keys.updates, work_channel(self.prefix), cid, self._publish],
-            )
+                      reason or "", keys.updates, work_channel(self.prefix), cid, self._publish,
+                      RECEIPT_TTL_MS],
+            ), "resume")
             if result == 1:
                 return body
             if result == -1:

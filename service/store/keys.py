@@ -74,8 +74,14 @@ class Keys:
     def pattern(self) -> str:  # SCAN pattern matching every key of the comparison
         return self._key("*")
 
-    def idempotency(self, key: str) -> str:
+    def idempotency(self, key: str) -> str:  # string: the chunk a client's key recorded
         return self._key(f"idem:{key}")
+
+    def receipt(self, request: str) -> str:
+        """String: proof that the write request with this identity (made by the API) took
+        effect. Outside ``pattern`` (the hash tag alone puts it in the comparison's slot), so
+        the receipt of a delete outlives the keys it deleted."""
+        return f"{self.prefix}:receipt:{{cmp:{self.cid}}}:{request}"
 
 
 def index_key(prefix: str) -> str:

@@ -11,6 +11,20 @@ No script touches the comparison index.
 
 from __future__ import annotations
 
+
+def with_receipt(body: str) -> str:
+    """``body`` made safe to re-send after a lost reply (docs/design/exactly-once.md): its last
+    KEY is the receipt of the request's identity, its last ARGV the receipt's time to live in
+    ms. A run that takes effect (``body`` returns 1) writes the receipt in the same atomic step;
+    a run that finds it answers 1 and changes nothing. Any other answer (stale, gone, taken)
+    wrote nothing, so it leaves no receipt and the request may run again under its identity."""
+    return (
+        "if redis.call('EXISTS', KEYS[#KEYS]) == 1 then return 1 end\n"
+        f"local result = (function()\n{body}end)()\n"
+        "if result == 1 then redis.call('SET', KEYS[#KEYS], '1', 'PX', ARGV[#ARGV]) end\n"
+        "return result\n"
+    )
+
 # KEYS: meta, states, evidence, stream. ARGV: spec, evidence, group, then (model, state) pairs.
 # ``models`` counts the models ever in the spec (created, then added; a removal leaves it):
 # ingest compares it with the spec it validated against, which no add-then-remove can fool.
@@ -24,13 +38,14 @@ redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[3], '0', 'MKSTREAM')
 return 1
 """
 
-# KEYS: meta, stream, idempotency key (may be unused).
-# ARGV: digest (hex), block, rows, ttl ms, work channel, comparison id, use idempotency ('1'/'0'),
-# the number of models the chunk was validated against, digest (raw bytes), the most bytes of
-# chunk blocks the comparison may hold (meta field 'bytes' counts those accepted). The number
-# of models is ``Meta.models_added`` of the meta the chunk was validated against.
-# An idempotency record is one string, "sequence:rows:<raw digest>" (a hash with the hex digest
-# before; those are still read until they expire).
+# KEYS: meta, stream, the record of the request: the client's idempotency key, else the receipt
+# of the identity the API gave the request.
+# ARGV: digest (hex), block, rows, the record's ttl ms, work channel, comparison id, the number
+# of models the chunk was validated against, digest (raw bytes), the most bytes of chunk blocks
+# the comparison may hold (meta field 'bytes' counts those accepted). The number of models is
+# ``Meta.models_added`` of the meta the chunk was validated against.
+# A record is one string, "sequence:rows:<raw digest>" (a hash with the hex digest before;
+# those are still read until they expire).
 # Returns {status, sequence, rows}: accepted | duplicate | conflict | missing | stale (a model
 # was added since the chunk was validated: validate it again) | full (the block would take the
 # comparison past its bytes: {'full', bytes held, ''}); for a duplicate or a conflict the
@@ -38,31 +53,27 @@ return 1
 # before rows were kept).
 INGEST = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0, ''} end
-if ARGV[7] == '1' then
-  local kind = redis.call('TYPE', KEYS[3])['ok']
-  local digest, sequence, rows
-  if kind == 'string' then
-    sequence, rows, digest = string.match(redis.call('GET', KEYS[3]), '^(%d+):(%d+):(.*)$')
-  elseif kind == 'hash' then
-    local prior = redis.call('HMGET', KEYS[3], 'digest', 'sequence', 'rows')
-    digest, sequence, rows = prior[1], prior[2], prior[3]
-  end
-  if digest then
-    local status = 'conflict'
-    if digest == ARGV[1] or digest == ARGV[9] then status = 'duplicate' end
-    return {status, tonumber(sequence), rows or ''}
-  end
+local kind = redis.call('TYPE', KEYS[3])['ok']
+local digest, sequence, rows
+if kind == 'string' then
+  sequence, rows, digest = string.match(redis.call('GET', KEYS[3]), '^(%d+):(%d+):(.*)$')
+elseif kind == 'hash' then
+  local prior = redis.call('HMGET', KEYS[3], 'digest', 'sequence', 'rows')
+  digest, sequence, rows = prior[1], prior[2], prior[3]
+end
+if digest then
+  local status = 'conflict'
+  if digest == ARGV[1] or digest == ARGV[8] then status = 'duplicate' end
+  return {status, tonumber(sequence), rows or ''}
 end
 local models = redis.call('HGET', KEYS[1], 'models')
-if models and tonumber(models) ~= tonumber(ARGV[8]) then return {'stale', 0, ''} end
+if models and tonumber(models) ~= tonumber(ARGV[7]) then return {'stale', 0, ''} end
 local held = tonumber(redis.call('HGET', KEYS[1], 'bytes') or '0')
-if held + #ARGV[2] > tonumber(ARGV[10]) then return {'full', held, ''} end
+if held + #ARGV[2] > tonumber(ARGV[9]) then return {'full', held, ''} end
 redis.call('HINCRBY', KEYS[1], 'bytes', #ARGV[2])
 local seq = redis.call('HINCRBY', KEYS[1], 'next_seq', 1)
 redis.call('XADD', KEYS[2], '*', 'sequence', seq, 'rows', ARGV[3], 'block', ARGV[2])
-if ARGV[7] == '1' then
-  redis.call('SET', KEYS[3], seq .. ':' .. ARGV[3] .. ':' .. ARGV[9], 'PX', ARGV[4])
-end
+redis.call('SET', KEYS[3], seq .. ':' .. ARGV[3] .. ':' .. ARGV[8], 'PX', ARGV[4])
 redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {'accepted', seq, ARGV[3]}
 """
@@ -114,11 +125,11 @@ return 1
 
 # An operator resumes a halted comparison: retry the dead-lettered chunk, or skip it (the
 # worker then commits it as an empty block).
-# KEYS: meta, evidence, attempts. ARGV: expected version, halted sequence, action (retry|skip),
-# evidence JSON, status reason ('' when ok), updates channel, work channel, comparison id, the
-# publish command of the updates channel.
+# KEYS: meta, evidence, attempts, receipt. ARGV: expected version, halted sequence, action
+# (retry|skip), evidence JSON, status reason ('' when ok), updates channel, work channel,
+# comparison id, the publish command of the updates channel, receipt ttl ms.
 # Returns 1 resumed, 0 stale version, -1 comparison gone, -2 not halted on that sequence.
-RESUME = """
+RESUME = with_receipt("""
 local meta = redis.call('HMGET', KEYS[1], 'version', 'halted')
 if not meta[1] then return -1 end
 if meta[2] ~= ARGV[2] then return -2 end
@@ -132,15 +143,15 @@ redis.call('SET', KEYS[2], ARGV[4])
 redis.call(ARGV[9], ARGV[6], ARGV[4])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
 return 1
-"""
+""")
 
-# KEYS: meta, states, evidence. ARGV: expected version, spec, evidence, updates channel,
-# model name, state, work channel, comparison id, 1 if the model must catch up else 0, chunks
-# ingested when the caller checked them against the model (next_seq), the publish command of
-# the updates channel.
+# KEYS: meta, states, evidence, receipt. ARGV: expected version, spec, evidence, updates
+# channel, model name, state, work channel, comparison id, 1 if the model must catch up else 0,
+# chunks ingested when the caller checked them against the model (next_seq), the publish
+# command of the updates channel, receipt ttl ms.
 # Returns 1 added, 0 stale (version, or chunks ingested since the check), -1 comparison gone,
 # -2 name taken.
-ADD_MODEL = """
+ADD_MODEL = with_receipt("""
 local meta = redis.call('HMGET', KEYS[1], 'version', 'next_seq')
 if not meta[1] then return -1 end
 if tonumber(meta[1]) ~= tonumber(ARGV[1]) or tonumber(meta[2]) ~= tonumber(ARGV[10]) then
@@ -158,15 +169,16 @@ redis.call('SET', KEYS[3], ARGV[3])
 redis.call(ARGV[11], ARGV[4], ARGV[3])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
 return 1
-"""
+""")
 
-# KEYS: meta, states, evidence. ARGV: expected version, spec (without the model), evidence,
-# updates channel, model name, 1 if the model was catching up else 0, the publish command of
-# the updates channel. The other models' states stay as they are: each model's update depends
-# only on its own state and (seed, model, sequence). 'models' (models ever added) stays: a
-# chunk validated against more models than remain is valid for the rest.
+# KEYS: meta, states, evidence, receipt. ARGV: expected version, spec (without the model),
+# evidence, updates channel, model name, 1 if the model was catching up else 0, the publish
+# command of the updates channel, receipt ttl ms. The other models' states stay as they are:
+# each model's update depends only on its own state and (seed, model, sequence). 'models'
+# (models ever added) stays: a chunk validated against more models than remain is valid for
+# the rest.
 # Returns 1 removed, 0 stale version, -1 comparison gone, -2 no such model.
-REMOVE_MODEL = """
+REMOVE_MODEL = with_receipt("""
 local version = redis.call('HGET', KEYS[1], 'version')
 if not version then return -1 end
 if tonumber(version) ~= tonumber(ARGV[1]) then return 0 end
@@ -179,7 +191,15 @@ redis.call('HDEL', KEYS[2], ARGV[5])
 redis.call('SET', KEYS[3], ARGV[3])
 redis.call(ARGV[7], ARGV[4], ARGV[3])
 return 1
-"""
+""")
+
+# Deleting starts with the meta: once it is gone nothing else writes to the comparison (every
+# script checks it first); the caller then removes the rest, which a re-run repeats harmlessly.
+# KEYS: meta, receipt. ARGV: receipt ttl ms. Returns 1 deleted, 0 no such comparison.
+DELETE = with_receipt("""
+if redis.call('DEL', KEYS[1]) == 0 then return 0 end
+return 1
+""")
 
 # KEYS: lease. ARGV: token, ttl ms. Takes the lease when it is free or already the caller's
 # (re-entrant: a lease that survived a Redis restart in the AOF goes straight back to its

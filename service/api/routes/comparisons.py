@@ -10,7 +10,7 @@ from fastapi import APIRouter, Depends, Response
 from fastapi.concurrency import run_in_threadpool
 
 from estimators import state_to_bytes
-from service.api.deps import AccessDep, SettingsDep, StoreDep
+from service.api.deps import AccessDep, RequestIdentity, SettingsDep, StoreDep
 from service.api.errors import ApiError, error_responses, not_found
 from service.api.ingest import json_body
 from service.api.responses import (
@@ -119,8 +119,8 @@ async def get_comparison(cid: str, store: StoreDep) -> dict[str, Any]:
 
 
 @router.delete("/{cid}", status_code=204, responses=error_responses(404, 503))
-async def delete_comparison(cid: str, store: StoreDep) -> Response:
-    await store.delete(cid)
+async def delete_comparison(cid: str, store: StoreDep, request: RequestIdentity) -> Response:
+    await store.delete(cid, request)
     return Response(status_code=204)
 
 
@@ -167,8 +167,8 @@ async def _check_page(spec: ComparisonSpec, model: ModelSpec,
 @router.post("/{cid}/models", status_code=201, **returns(ModelAdded),
              dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 409, 413, 415, 422, 503))
-async def add_model(cid: str, body: ModelIn, store: StoreDep,
-                    settings: SettingsDep) -> dict[str, Any]:
+async def add_model(cid: str, body: ModelIn, store: StoreDep, settings: SettingsDep,
+                    request: RequestIdentity) -> dict[str, Any]:
     """Add a model; when chunks were already applied it replays them before joining."""
     for _ in range(20):
         meta = await store.meta(cid)
@@ -190,7 +190,8 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep,
             continue
         evidence = _next_evidence(spec, current, {**model_summaries(current),
                                                   model.name: summary})
-        result = await store.add_model(meta, spec, evidence, model, state, catching_up)
+        result = await store.add_model(meta, spec, evidence, model, state, catching_up,
+                                       request)
         if result == 1:
             return {"model": model.name, "catching_up": catching_up, "evidence": evidence}
         if result == -1:
@@ -207,7 +208,8 @@ def _no_model(cid: str, name: str) -> ApiError:
 
 @router.delete("/{cid}/models/{name}", **returns(ModelRemoved),
                responses=error_responses(404, 409, 503))
-async def remove_model(cid: str, name: str, store: StoreDep) -> dict[str, Any]:
+async def remove_model(cid: str, name: str, store: StoreDep,
+                       request: RequestIdentity) -> dict[str, Any]:
     """Remove a model: its state goes, and it leaves the probabilities, Bayes factors and
     model-averaged predictions; the other models' states are untouched. Its past points stay in
     the history. The last model cannot go: delete the comparison instead."""
@@ -226,7 +228,8 @@ async def remove_model(cid: str, name: str, store: StoreDep) -> dict[str, Any]:
         models = model_summaries(current)
         removed = models.pop(name)
         evidence = _next_evidence(spec, current, models)
-        result = await store.remove_model(meta, spec, evidence, name, removed["catching_up"])
+        result = await store.remove_model(meta, spec, evidence, name, removed["catching_up"],
+                                          request)
         if result == 1:
             return {"model": name, "evidence": evidence}
         if result == -1:

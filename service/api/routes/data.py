@@ -12,7 +12,13 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
 from service.api.broadcast import Closing
-from service.api.deps import BroadcasterDep, MetricsDep, SettingsDep, StoreDep
+from service.api.deps import (
+    BroadcasterDep,
+    MetricsDep,
+    RequestIdentity,
+    SettingsDep,
+    StoreDep,
+)
 from service.api.errors import ApiError, error_responses, not_found
 from service.api.ingest import json_body, parse_chunk, parse_query
 from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights, returns
@@ -48,6 +54,7 @@ async def ingest_chunk(
     settings: SettingsDep,
     broadcaster: BroadcasterDep,
     metrics: MetricsDep,
+    identity: RequestIdentity,
     wait: bool = False,
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JSONResponse:
@@ -58,7 +65,8 @@ async def ingest_chunk(
         meta = await store.meta(cid)
         block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
         status, sequence, recorded = await store.ingest(cid, block, rows, block_digest(block),
-                                                        idempotency_key, meta.models_added,
+                                                        idempotency_key, identity,
+                                                        meta.models_added,
                                                         settings.max_comparison_bytes)
         if status != "stale":
             break

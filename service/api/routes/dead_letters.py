@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
-from service.api.deps import SettingsDep, StoreDep
+from service.api.deps import RequestIdentity, SettingsDep, StoreDep
 from service.api.errors import ApiError, error_responses
 from service.api.ingest import json_body
 from service.api.responses import DeadLetterList, Evidence, returns
@@ -43,10 +43,11 @@ async def list_dead_letters(
 
 @router.post("/resume", **returns(Evidence), dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 409, 413, 415, 422, 503))
-async def resume(cid: str, body: ResumeIn, store: StoreDep) -> dict[str, Any]:
+async def resume(cid: str, body: ResumeIn, store: StoreDep,
+                 request: RequestIdentity) -> dict[str, Any]:
     """Un-halt a comparison; returns the evidence body (status as it now stands)."""
     try:
-        return await DeadLetters(store.client, store.prefix).resume(cid, body.action)
+        return await DeadLetters(store.client, store.prefix).resume(cid, body.action, request)
     except NotHalted:
         raise ApiError(409, "not_halted", "the comparison is not halted", {"id": cid}) from None
     except TimeoutError:
