@@ -25,6 +25,12 @@ class Deadline:
     def after(cls, seconds: float, clock: Callable[[], float] = time.monotonic) -> Deadline:
         return cls(clock() + seconds, clock)
 
+    @classmethod
+    def cpu_after(cls, seconds: float) -> Deadline:
+        """``seconds`` of the calling thread's CPU time from now: a budget that other work on a
+        busy host does not use up (check it on the thread that made it)."""
+        return cls.after(seconds, time.thread_time)
+
     def passed(self) -> bool:
         return self.clock() >= self.at
 

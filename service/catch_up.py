@@ -35,7 +35,7 @@ def catch_up(runner: Runner, snap: Snapshot, summary: dict[str, Any], history: A
             rows = history.block(sequence - 1)
             if rows.count:
                 state, info = runner.update(state, rows, history.prefix(sequence - 1),
-                                            sequence, Deadline.after(budget))
+                                            sequence, Deadline.cpu_after(budget))
                 summary.update(runner.summary(state, info))
                 advance(summary, settings.evidence_window_rows)
                 observe(summary, settings.diverged_warning_fraction)

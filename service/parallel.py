@@ -65,7 +65,7 @@ class ModelTasks:
         self.cache = cache
         self.ttl = ttl
         self.shared = shared  # False: a coordinator computes every model itself
-        # wall seconds per chunk for the updates one worker computes (README "Limits")
+        # CPU seconds per chunk for the updates one worker computes (docs/guide/limits.md)
         self.budget = budget
 
     def update_all(self, cid: str, runners: dict[str, Runner], states: dict[str, bytes],
@@ -76,7 +76,7 @@ class ModelTasks:
         failure."""
         names = list(states)
         local: dict[str, Staged] = {}
-        deadline = Deadline.after(self.budget)
+        deadline = Deadline.cpu_after(self.budget)
         # the costliest models first, so that the chunk's last update, which others wait for,
         # is a short one (longest-processing-time-first)
         tasks = sorted(names, key=lambda n: -runners[n].model.param_dim)
@@ -150,7 +150,7 @@ class ModelTasks:
             runner = runner_for(spec, next(m for m in spec.models if m.name == name))
             history = self.cache.get(cid, spec.x_dim, spec.has_y, sequence - 1)
             result = self._compute(runner, committed[2], rows, history.prefix(sequence - 1),
-                                   sequence, Deadline.after(self.budget))
+                                   sequence, Deadline.cpu_after(self.budget))
             self.board.stage(cid, sequence, name, result)
             held.current = None
             done += 1

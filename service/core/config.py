@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     history_cache: int = Field(default=16, ge=1)  # comparisons whose history a worker caches
     # intra-op threads; None: torch's default, except `modelcompare worker`, which uses 1
     torch_threads: int | None = Field(default=None, ge=1)
-    # What one comparison may ask for (README "Limits"), checked at create and add-model before
+    # What one comparison may ask for (docs/guide/limits.md), checked at create and add-model before
     # anything is allocated; sized so a few large comparisons fit a 2-core, 24 GB host.
     max_models: int = Field(default=50, ge=1)
     max_comparison_parameters: int = Field(default=20_000, ge=1)  # summed over the models
@@ -69,8 +69,9 @@ class Settings(BaseSettings):
     max_x_dim: int = Field(default=10_000, ge=1)  # numbers per row; columns read are below it
     max_query_rows: int = Field(default=10_000, ge=1)  # rows of x per predict or expectation
     max_query_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)  # their body (413)
-    # Wall seconds one chunk's update may take (checked between annealing and move steps); past
-    # it the update fails like a poison chunk (attempts, then dead letter).
+    # CPU seconds one chunk's update may take, counted on the worker thread that runs it, so a
+    # busy host does not use the budget up (checked between annealing and move steps); past it
+    # the update fails like a poison chunk (attempts, then dead letter).
     update_budget: float = Field(default=30.0, gt=0)
     # HTTP server (uvicorn) and Redis pool limits.
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)  # request line and headers
@@ -79,7 +80,7 @@ class Settings(BaseSettings):
     max_connections: int = Field(default=1000, ge=1)  # more get 503 at once
     redis_pool_size: int = Field(default=100, ge=1)
     redis_pool_timeout: float = Field(default=5.0, gt=0)  # a request waits this long for one
-    # Access control (README "Security"): key -> {"read": [...], "write": [...]}, patterns over
+    # Access control (docs/guide/security.md): key -> {"read": [...], "write": [...]}, patterns over
     # comparison ids and names; empty: no keys needed. CORS is off unless origins are listed.
     api_keys: dict[str, KeyScope] = Field(default_factory=dict, repr=False)  # keys: secrets
     cors_origins: list[str] = Field(default_factory=list)

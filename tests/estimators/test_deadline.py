@@ -4,6 +4,7 @@ update with ``BudgetExceeded`` naming how far it got, and leaves the state as it
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 import torch
@@ -105,3 +106,13 @@ def test_deadline_after_uses_the_clock() -> None:
     deadline = Deadline.after(2.0, clock=clock)  # clock reads 1: due at 3
     assert deadline.at == 3.0
     assert not deadline.passed() and deadline.passed()  # reads 2, then 3
+
+
+def test_a_cpu_deadline_counts_the_threads_own_work_not_waiting() -> None:
+    deadline = Deadline.cpu_after(0.05)
+    time.sleep(0.2)  # a busy host's other work, as this thread sees it: time passes, no CPU
+    assert not deadline.passed()
+    spin = time.thread_time() + 0.06
+    while time.thread_time() < spin:
+        pass
+    assert deadline.passed()
