@@ -19,8 +19,11 @@ from scipy.stats import chi2
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMITTED = Path(__file__).resolve().parent / "results"  # the results the READMEs quote
-# A --quick run is a smoke test: whatever script it is, everything it writes goes to
-# results/quick/ (git-ignored), never over the committed results.
+# The committed folder holds one result per script, under the script's own name. A run named
+# otherwise (``--output NAME``: a replicate, a probe, other settings) goes to results/runs/, and
+# a --quick run, a smoke test, writes everything to results/quick/: both git-ignored, so neither
+# can replace a committed result.
+RUNS = COMMITTED / "runs"
 QUICK = "--quick" in sys.argv[1:]
 RESULTS = COMMITTED / "quick" if QUICK else COMMITTED
 if str(ROOT) not in sys.path:  # run from a checkout without ``pip install -e .``
@@ -119,18 +122,38 @@ def verdict(ok: bool) -> str:
     return "PASS" if ok else "FAIL"
 
 
-def result_path(path: str | Path) -> Path:
-    """Where a result file goes: a bare name into ``RESULTS``; under ``--quick`` a path into the
-    committed results folder (e.g. an explicit ``--output``) is moved to ``results/quick/``."""
-    target = Path(path) if Path(path).parent != Path() else RESULTS / path
-    if QUICK and target.resolve().parent == COMMITTED:
+def result_path(path: str | Path | None, default: str) -> Path:
+    """Where a result file goes. ``default`` is the script's own file name: without ``path`` it
+    goes into the committed folder. A bare ``path`` or one into the committed folder under
+    another name is a named run and goes to ``results/runs/``; any other path is taken as is.
+    Under ``--quick`` whatever would land in the committed folder or ``runs/`` goes to
+    ``results/quick/``."""
+    target = Path(path) if path is not None else Path(default)
+    if target.parent == Path():
+        target = COMMITTED / target
+    if target.resolve().parent == COMMITTED and target.name != default:
+        target = RUNS / target.name
+    if QUICK and target.resolve().parent in (COMMITTED, RUNS):
         target = RESULTS / target.name
     target.parent.mkdir(parents=True, exist_ok=True)
     return target
 
 
+def earlier_result(path: str | Path) -> Path:
+    """An earlier output named as ``--output`` named it: a bare name is looked up in
+    ``results/runs/`` (under ``--quick``, ``results/quick/``) and then the committed folder."""
+    target = Path(path)
+    if target.parent != Path():
+        return target
+    for folder in ((RESULTS,) if QUICK else (RUNS, COMMITTED)):
+        if (folder / target).exists():
+            return folder / target
+    return (RESULTS if QUICK else RUNS) / target
+
+
 def write_json(name: str, payload: dict[str, Any], path: str | Path | None = None) -> Path:
-    target = result_path(path or f"{name}.json")
+    """Write ``payload`` to ``path``, or to the committed ``<name>.json`` (see ``result_path``)."""
+    target = result_path(path, f"{name}.json")
     temporary = target.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(payload, indent=2, default=float) + "\n")
     temporary.replace(target)

@@ -5,7 +5,8 @@ Starts redis-server on its own port, ``modelcompare serve`` and ``--workers`` wo
 (benchmarks/load.py's harness), one unrelated comparison that a background client feeds a
 20-row chunk every 0.25 s with ``?wait=true`` (its latency: accepted → applied), and a sampler
 of the API's and the workers' RSS and Redis' memory every 0.1 s. Then it sends each hostile
-request of issue 15's table (and a few more) in turn and prints, per request: the status it got,
+request (``requests()`` below: oversized settings, bodies, headers and chunks, floods of
+connections, reads and websockets, and more) in turn and prints, per request: the status it got,
 the worst API and worker RSS and Redis memory while it ran, how long an unrelated chunk then
 took to be applied, and the unrelated comparison's p99 chunk latency during it.
 

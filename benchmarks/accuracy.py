@@ -1,4 +1,4 @@
-"""Accuracy of the running log evidence against the exact value (issue 2, "Must show").
+"""Accuracy of the running log evidence against the exact value.
 
 Linear regression, 5 inputs + bias, σ = 1, N(0, 1) priors, x ~ N(0, I), true weights drawn from
 the prior; data streamed in 500-row POSTs through ``OnlineEvidence`` with default settings. The
@@ -8,12 +8,14 @@ runs on the same chunks as a peer.
 
     python benchmarks/accuracy.py            # N = 1e5 and 1e6 over 5 seeds, calibration 20 × 1e4
     python benchmarks/accuracy.py --quick    # a few minutes' smoke run of the same pipeline
-    python benchmarks/accuracy.py --sizes 1e6 --replicates 4 --no-sequential --output x.json
+    python benchmarks/accuracy.py --sizes 1e6 --replicates 4 --no-sequential \
+        --output replicates.json
         # each data seed under 4 engine seeds: the median over 20 runs, and whether the error
         # is the noise the stderr reports or repeats on the same rows (replicate_spread)
 
 Prints tables and PASS/FAIL against the targets, writes benchmarks/results/accuracy.json and an
-error-vs-n plot benchmarks/results/accuracy.png.
+error-vs-n plot benchmarks/results/accuracy.png (``--output NAME``: results/runs/NAME, plot beside
+it).
 """
 
 from __future__ import annotations
@@ -334,7 +336,7 @@ def main() -> None:
         )
     )
 
-    json_path = result_path(args.output or "accuracy.json")
+    json_path = result_path(args.output, "accuracy.json")
     figure = plot(runs, str(json_path.with_suffix(".png")))
     payload = {
         "benchmark": "accuracy",

@@ -1,4 +1,4 @@
-"""The minibatch Barker MH correction (issue 7): table error, data per test, log-Z bias.
+"""The minibatch Barker MH correction: table error, data per test, log-Z bias.
 
 1. The correction distribution: max |P(N(0,1) + X_corr ≤ y) − S(y)| (target ≤ 1e-3).
 2. Data consumed per Barker test of a corrected SGHMC move (default settings, 10 moves) on

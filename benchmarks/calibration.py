@@ -1,10 +1,10 @@
-"""Calibration of SG-AIS's standard error (issue 18, "Must show").
+"""Calibration of SG-AIS's standard error (docs/design/standard-error.md).
 
 Per cell (family × stream), ``--datasets`` independent data sets of ``--rows`` rows streamed in
 500-row chunks through ``OnlineEvidence`` with default settings; per run z = (log Ẑ − log Z_ref)
 / √(stderr² + stderr_ref²). A cell reports its coverage (fraction of runs with |z| ≤ 2) and the
 root mean square of z, for the standard error the code now reports (``standard_error =
-"genealogy"``) and, from the same runs, main's sum of per-step delta-method variances (SG-AIS
+"genealogy"``) and, from the same runs, the sum of per-step delta-method variances (SG-AIS
 returns both; the estimate itself is the same).
 
 Families: linear regression (5 inputs; exact log Z), softmax regression (10 inputs, 4 classes)
@@ -39,11 +39,12 @@ Each run also records ``stderr_lagged``: the stderr with the covariance between 
 apart counted, from the genealogy across pieces with Eves at each window's first piece
 (``lagged_variances``), and each cell the RMS z each would give, its error moved by the change of
 the lognormal correction σ̂²/2: a diagnostic of what the reported stderr leaves out, not what the
-engine reports. L = 1, each piece's Eves at its own start, is the stderr the engine reported
-before it carried Eves across the selection that ends a widened piece (stop 39): the same paths,
-so the column compares the two on the same runs.
+engine reports. L = 1, each piece's Eves at its own start, leaves out the Eves carried across
+the selection that ends a widened piece (docs/design/standard-error.md#eves-across-a-selection):
+the same paths, so the column compares the two on the same runs.
 
-Writes results/calibration.json and calibration.png.
+Writes results/calibration.json and calibration.png; a run named by ``--output NAME`` (a
+replicate, other settings) goes to results/runs/NAME, where ``--pool NAME`` finds it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ from typing import Any
 
 import torch
 from _common import (
+    earlier_result,
     environment,
     linear_stream,
     logistic_data,
@@ -87,7 +89,7 @@ from models import GaussianMixture, LinearRegression, LogisticRegression, Model
 from service.core.config import Settings
 
 CHUNK, CHANGES = 500, (1_000, 5_000)
-# main before issue 18: delta-method stderr, re-anchoring on growth only, no extra moves, the
+# the plain engine: delta-method stderr, re-anchoring on growth only, no extra moves, the
 # same ladder and moves for every step of a piece, plain increments
 MAIN = {"standard_error": "delta", "anchor_drift": 1000.0, "surprise_moves": 0,
         "surprise_ess_target": 0.8, "surprise_move_steps": 20, "restart_growth": 0.0,
@@ -282,7 +284,7 @@ def pooled_runs(
     found: list[dict[str, Any]] = []
     seen = set(planned)
     for path in paths:
-        for r in json.loads(result_path(path).read_text())["runs"]:
+        for r in json.loads(earlier_result(path).read_text())["runs"]:
             if r["rows"] != rows or r["family"] not in families or r["stream"] not in streams:
                 continue
             key = (r["family"], r["stream"], r["dataset"], r["seed"])
@@ -417,7 +419,7 @@ def plot(cells: list[dict[str, Any]], path: str) -> str | None:
         (axes[0], "coverage", [COVERAGE_TARGET]),
         (axes[1], "rms_z", list(RMS_Z_RANGE)),
     ):
-        bars = (("main", "grey", "main (before)"), ("genealogy", "C0", "now"))
+        bars = (("main", "grey", "plain engine"), ("genealogy", "C0", "defaults"))
         for shift, (method, colour, label) in zip((-0.2, 0.2), bars, strict=True):
             values = [c[method][key] for c in cells]
             axis.bar([p + shift for p in positions], values, 0.4, color=colour, label=label)
@@ -441,7 +443,8 @@ def main() -> None:
     parser.add_argument("--output", default="calibration.json")
     parser.add_argument("--quick", action="store_true", help="N = 2000, 4 data sets")
     parser.add_argument(
-        "--baseline", action="store_true", help="also run each data set with main's settings"
+        "--baseline", action="store_true",
+        help="also run each data set with the plain engine's settings (MAIN)",
     )
     parser.add_argument(
         "--settings", type=json.loads, default={}, help="SG-AIS settings as JSON object"
@@ -460,9 +463,9 @@ def main() -> None:
     if args.quick:
         args.rows, args.datasets = 2_000, 4
     set_threads(args.threads)
-    cache_path = result_path("calibration_references.json")
+    cache_path = result_path(None, "calibration_references.json")
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    output = result_path(args.output)
+    output = result_path(args.output, "calibration.json")
     previous = json.loads(output.read_text()) if output.exists() else {}
     runs = [  # runs of other families/streams from an earlier invocation are kept
         r
@@ -544,7 +547,7 @@ def main() -> None:
             cells.append(cell)
     print(
         f"\nN = {args.rows:,}: coverage of ±2 stderr (target ≥ {COVERAGE_TARGET:.0%}) and RMS z "
-        f"(target {RMS_Z_RANGE[0]}–{RMS_Z_RANGE[1]}); 'main' = sum of per-step delta variances\n"
+        f"(target {RMS_Z_RANGE[0]}–{RMS_Z_RANGE[1]}); 'main' = the plain engine (MAIN)\n"
         + table(
             [
                 "family",
@@ -589,12 +592,13 @@ def main() -> None:
             ],
         )
         + "\n'RMS z by chance': the 95% range of RMS z that an exactly calibrated stderr gives "
-        "over this many runs (χ²)\n'delta': main's sum of per-step delta-method variances on "
+        "over this many runs (χ²)\n'delta': the sum of per-step delta-method variances on "
         "the same runs; 'main': "
-        "separate runs with main's settings (no drift re-anchoring or surprise moves)"
+        "separate runs with the plain engine's settings (MAIN: no drift re-anchoring or surprise "
+        "moves)"
     )
     print(f"\nRMS z with the covariance of pieces up to L − 1 apart (L = 1..{LAGS}; L = 1: Eves "
-          "at each piece's start, the stderr reported before stop 39):")
+          "at each piece's start):")
     for c in cells:
         print(f"{c['family']:>8s} {c['stream']:>7s}  "
               + "  ".join(f"{z:.3f}" for z in c["lagged_rms_z"]))

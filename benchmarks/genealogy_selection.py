@@ -1,7 +1,7 @@
 """Where a piece's genealogy should start after a selection that no step records.
 
 The online loop ends a widened piece (``surprise_particles`` × M particles) with a selection
-back to M, and since stop 39 the next piece's Eves are the particles that selection drew from
+back to M, and the next piece's Eves are the particles that selection drew from
 (``smc.genealogy.selected``). This toy isolates that: piece 1 weights 4M prior draws of a
 Beta–Bernoulli model by its first rows (importance sampling, whose variance is the delta method's),
 M particles are selected from them, and piece 2 anneals the next 40 rows from those M (adaptive
@@ -9,8 +9,7 @@ temperatures, multinomial resampling below ESS/M = 0.5, no moves). Over repeats 
 replicate variance of log Ẑ₁ + log Ẑ₂ with the mean of
 
 - ``carried``: piece 1's variance + piece 2's Eve variance from the selected Eves;
-- ``at_start``: piece 1's variance + piece 2's Eve variance from Eves at the M copies (the
-  engine before stop 39);
+- ``at_start``: piece 1's variance + piece 2's Eve variance from Eves at the M copies;
 - ``one_genealogy``: one Eve variance over both pieces, Eves at the 4M draws (Chan & Lai's
   estimator of the whole run).
 

@@ -1,6 +1,5 @@
 """Where Var(log Ẑ) accrues on a long linear-regression stream, with and without the score's
-control variates of the increments (``increment_control``; README, "Control variates of the
-increments").
+control variates of the increments (``increment_control``; docs/design/moves.md).
 
 The data of ``accuracy.py``'s 1e6 rows (5 inputs + bias, 500-row POSTs, data seed ``--seed``),
 run once per setting with the same engine seed. At log-spaced n it prints the error against the
@@ -92,7 +91,7 @@ def main() -> None:
           + "; ".join(f"{c}: median |error| {s['median_abs_error']:.2f}, mean reported variance "
                       f"{s['mean_variance']:.3f}, {s['seconds']:.0f} s" for c, s in summary.items())
           + f"; time with controls / without {ratio:.2f}")
-    output = result_path(args.output)
+    output = result_path(args.output, "increment_variance.json")
     payload = {"benchmark": "increment_variance", "settings": vars(args),
                "environment": environment(args.threads), "summary": summary, "runs": runs}
     print(f"wrote {write_json('increment_variance', payload, output)}")

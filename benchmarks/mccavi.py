@@ -1,4 +1,4 @@
-"""MC-CAVI (issue 7): the ELBO, a lower bound on log Z, next to the exact log Z and SG-AIS.
+"""MC-CAVI: the ELBO, a lower bound on log Z, next to the exact log Z and SG-AIS.
 
 1. Normal model with unknown mean and precision (NIG regression on an intercept alone) and NIG
    regression with 3 inputs, N = 10 … 10^5: MC-CAVI ELBO, the closed-form CAVI optimum, the

@@ -1,4 +1,4 @@
-"""Head-to-head evidence benchmark on the three models of the SG-AIS literature (issue 4).
+"""Head-to-head evidence benchmark on the three models of the SG-AIS literature.
 
 Linear regression (5 inputs + bias, exact evidence), softmax logistic regression (10 inputs,
 4 classes, 44 parameters) and a diagonal Gaussian mixture (2-D, 5 components, 25 parameters),
@@ -628,7 +628,8 @@ def main() -> None:
         results = model_results(name, grid, args, cells)
         checks = verdicts(name, results, grid)
         print_model(name, results, grid, checks)
-        figure = plot(name, results, result_path(args.results / f"paper_{name}.png"))
+        png = f"paper_{name}.png"
+        figure = plot(name, results, result_path(args.results / png, png))
         payload = {
             "benchmark": "paper",
             "model": name,

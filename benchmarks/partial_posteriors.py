@@ -1,4 +1,4 @@
-"""Paths of partial posteriors (issue 7): unbiasedness against exact conjugate posterior
+"""Paths of partial posteriors: unbiasedness against exact conjugate posterior
 expectations, and cost against N.
 
 1. Unbiasedness. Linear regression (3 inputs + bias, σ = 1, N(0, 1) priors) and Beta–Bernoulli

@@ -11,8 +11,8 @@ of chunks. Two kinds of trial:
 
 Afterwards every chunk sent must have been applied once, in order, to the states of a clean
 in-process run (nothing lost, nothing applied twice). The same trials run against a baseline
-checkout (``--baseline``, default the commit before the fast leases) in the same run, so the
-figures come with ratios. Prints median/max; writes benchmarks/results/recovery.json.
+checkout (``--baseline REF``) in the same run, so the figures come with ratios. Prints
+median/max; writes benchmarks/results/recovery.json.
 ``--quick``: 3 + 1 trials, no baseline.
 """
 
@@ -32,8 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
 from fault_processes import Deployment  # noqa: E402
 from recovery_trials import Scenario  # noqa: E402
-
-BASELINE = "10329c0"  # main before issue 14
 
 
 def run_trials(root: Path, workdir: Path, worker_trials: int, redis_trials: int) -> dict[str, Any]:
@@ -77,8 +75,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3 if QUICK else 10)
     parser.add_argument("--redis-trials", type=int, default=1 if QUICK else 3)
-    parser.add_argument("--baseline", default=None if QUICK else BASELINE,
-                        help="git ref of the code to compare with (none under --quick)")
+    parser.add_argument("--baseline", default=None,
+                        help="git ref of other code to run the same trials on (none under --quick)")
     parser.add_argument("--baseline-root", type=Path, default=None,
                         help="the baseline's code already extracted there (else git archive)")
     parser.add_argument("--baseline-trials", type=int, default=3)

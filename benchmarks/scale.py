@@ -221,7 +221,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--comparisons", type=int, default=16)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--baseline", type=Path, help="a checkout of main before this change: "
+    parser.add_argument("--baseline", type=Path, help="a checkout of other code: "
                         "its bytes per row and per chunk are measured too")
     parser.add_argument("--memory-only", action="store_true", help="skip the throughput runs")
     parser.add_argument("--rows", type=int, help="rows per comparison (default 3000; "

@@ -1,4 +1,4 @@
-"""The bias SG-AIS's moves add over a stretch of a stream, measured with little noise (issue 18).
+"""The bias SG-AIS's moves add over a stretch of a stream, measured with little noise.
 
 A whole run's error mixes the large variance of its first pieces (prior to posterior) with
 whatever small bias each later chunk adds: at 64 particles on softmax regression the errors'
@@ -200,7 +200,7 @@ def main() -> None:
     set_threads(args.threads)
     variants = args.variant or [("default", {})]
     data = data_set(args.family, args.stream, args.rows, args.dataset)
-    cache_path = result_path("calibration_references.json")
+    cache_path = result_path(None, "calibration_references.json")
     cache = json.loads(cache_path.read_text()) if cache_path.exists() else {}
     # exchangeable models: all N reordered rows share the i.i.d. reference, a prefix has its own
     shared = args.stream if args.family == "linear" else "iid"

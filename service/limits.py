@@ -1,5 +1,5 @@
 """The service's size limits: fixed ceilings per model (``check_size``) and the configurable
-limits per comparison (``Limits``, from ``service.core.config.Settings``; README "Limits"),
+limits per comparison (``Limits``, from ``service.core.config.Settings``; docs/guide/limits.md),
 checked before any state is allocated."""
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class LimitExceeded(ValueError):
 @dataclass(frozen=True)
 class Limits:
     """What one comparison may ask for; the values (and their defaults) are settings
-    (``service.core.config.Settings``, README "Limits")."""
+    (``service.core.config.Settings``, docs/guide/limits.md)."""
 
     max_models: int
     max_comparison_parameters: int
@@ -87,4 +87,4 @@ class Limits:
         if stored > self.max_state_bytes:
             raise LimitExceeded("max_state_bytes", stored, self.max_state_bytes,
                                 "bytes of model state (about particles × (parameters + 3) × 8 "
-                                "per model, or D×D × 8 for exact; README 'Limits')")
+                                "per model, or D×D × 8 for exact; docs/guide/limits.md)")

@@ -28,14 +28,14 @@ class Metrics:
         )
         self.marked_unreliable = Counter(
             "modelcompare_models_marked_unreliable",
-            "Models an update marked unreliable: their SGHMC moves diverged (README, "
-            "'Divergence warnings')",
+            "Models an update marked unreliable: their SGHMC moves diverged (docs/guide/api.md, "
+            "'The evidence body')",
             registry=self.registry,
         )
         self.failed_models = Counter(
             "modelcompare_models_failed",
             "Models that failed and left their comparison: an update raised or lost finiteness "
-            "on every attempt at a chunk (README, 'Poison chunks'), or a catch-up replay did",
+            "on every attempt at a chunk (docs/guide/reliability.md), or a catch-up replay did",
             registry=self.registry,
         )
         self.update_seconds = Histogram(

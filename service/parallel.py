@@ -148,7 +148,7 @@ class ModelTasks:
                 return done  # the chunk was committed meanwhile: the claim lapses unused
             spec = _spec(committed[0])
             runner = runner_for(spec, next(m for m in spec.models if m.name == name))
-            history = self.cache.get(cid, spec.x_dim, spec.has_y, sequence - 1)
+            history = self.cache.of(cid, spec, sequence - 1)
             result = self._compute(runner, committed[2], rows, history.prefix(sequence - 1),
                                    sequence, Deadline.cpu_after(self.budget))
             self.board.stage(cid, sequence, name, result)

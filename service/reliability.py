@@ -3,15 +3,15 @@ whose SGHMC moves diverged, and of the first whose particle cloud had frozen.
 
 SG-AIS undoes an SGHMC trajectory that diverges, like a rejected HMC proposal (its info's
 ``diverged_fraction``: the fraction of the update's trajectories undone; null while the moves are
-exact). On healthy streams that fraction stays at 0 (none of the 150 runs of the calibration
-cells that pass went above 0.00); where it is large the moves are failing on this posterior (all
-ten sorted mixture streams reached 0.80–1.00 and read 8,000–89,000 nats low: benchmarks/README.md,
-"Stop 27" and "Stop 28"), and the particles can be far from it while the standard error stays
-small. The next chunks may read 0 again with the damage done, so one such update marks the
-model for good: log Z carries on, but ``reliable`` stays false and ``reason`` says where.
+exact). On healthy streams that fraction stays at 0 (no run of the calibration cells that pass
+goes above 0.00); where it is large the moves are failing on this posterior (sorted mixture
+streams read near 1 and end thousands of nats low: see docs/design/standard-error.md), and the
+particles can be far from it while the standard error stays small. The next chunks may read 0
+again with the damage done, so one such update marks the model for good: log Z carries on, but
+``reliable`` stays false and ``reason`` says where.
 
-A cloud can also collapse onto one point without a diverged move (sorted mixture data set 22
-after a re-estimate: benchmarks/README.md, "Stop 32"); it then explains every chunk in one
+A cloud can also collapse onto one point without a diverged move (a sorted mixture stream can,
+even after a re-estimate: see docs/design/drift.md); it then explains every chunk in one
 annealing step, log Z drifts thousands of nats low, and its standard error is that of one
 particle. The update's ``spread`` (``estimators.online.spread``: the cloud's width in units of
 the posterior's, about 1 while it follows it) shows it: below ``FROZEN`` marks the model too.

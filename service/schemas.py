@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import operator
-import unicodedata
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (
@@ -31,11 +31,16 @@ NAME_PATTERN = r"^[A-Za-z0-9_.\-]*[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
 DEFAULT_METHOD = "sgais"
 # A comparison's name is shown in tables, logs and the dashboard: any printable text, but no
 # control or invisible formatting characters (NUL, bidirectional overrides such as U+202E that
-# make a name read as another), no path separators, not a path segment "." or "..", and no
-# spaces at either end.
+# make a name read as another: Unicode's Cc and Cf, line and paragraph separators), no path
+# separators, no white space at either end. One pattern, in the OpenAPI schema and checked here.
+_REFUSED = ("\\x00-\\x1f\\x7f-\\x9f\\u00ad\\u0600-\\u0605\\u061c\\u06dd\\u070f\\u0890\\u0891"
+            "\\u08e2\\u180e\\u200b-\\u200f\\u2028-\\u202e\\u2060-\\u2064\\u2066-\\u206f"
+            "\\ufeff\\ufff9-\\ufffb\\U000110bd\\U000110cd\\U00013430-\\U0001343f"
+            "\\U0001bca0-\\U0001bca3\\U0001d173-\\U0001d17a\\U000e0001\\U000e0020-\\U000e007f"
+            "/\\\\")
+COMPARISON_NAME_PATTERN = f"^[^\\s{_REFUSED}](?:[^{_REFUSED}]*[^\\s{_REFUSED}])?$"
 COMPARISON_NAME_RULE = ("1–200 printable characters: no control or formatting characters, no "
-                        "'/' or '\\', not '.' or '..', no spaces at either end")
-UNPRINTABLE = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})  # Unicode categories
+                        "'/' or '\\', no white space at either end")
 # Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
 # would turn a model's evidence into -inf: refused at the door instead of dead-lettered.
 MAX_ABS_VALUE = 1e100
@@ -145,7 +150,8 @@ class ComparisonIn(BaseModel):
         "models": [{"name": "small", "family": "linear_regression", "config": {"dim": 1}},
                    {"name": "large", "family": "linear_regression", "config": {"dim": 2}}],
     }]})
-    name: str = Field(min_length=1, max_length=200, description=COMPARISON_NAME_RULE)
+    name: str = Field(min_length=1, max_length=200, description=COMPARISON_NAME_RULE,
+                      json_schema_extra={"pattern": COMPARISON_NAME_PATTERN})
     seed: Integer = Field(default=0, ge=0, le=2**64 - 1,
                           description="all randomness derives from it; 0 to 2⁶⁴ − 1")
     models: list[ModelIn] = Field(min_length=1, description="names unique")
@@ -164,8 +170,7 @@ class ComparisonIn(BaseModel):
     @field_validator("name")
     @classmethod
     def _printable_name(cls, name: str) -> str:
-        if (name != name.strip() or name in (".", "..") or "/" in name or "\\" in name
-                or any(unicodedata.category(c) in UNPRINTABLE for c in name)):
+        if re.fullmatch(COMPARISON_NAME_PATTERN, name) is None:
             raise ValueError(f"the comparison name must be {COMPARISON_NAME_RULE}")
         return name
 

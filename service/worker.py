@@ -37,7 +37,7 @@ from service.poison import ChunkFailed, Poison
 from service.reliability import observe, reliable
 from service.scheduling import Schedule
 from service.store.codec import decode_block, empty_block
-from service.store.connection import SyncClient
+from service.store.connection import UNAVAILABLE, SyncClient
 from service.store.history import HistoryCache
 from service.store.queue import GONE, STALE, Commit, DeadLetter, Entry, Queue, Snapshot
 from service.store.tasks import TaskBoard
@@ -45,6 +45,10 @@ from service.store.work import WorkFinder
 from service.window import advance
 
 log = logging.getLogger("modelcompare.worker")
+
+# Chunks a worker reads from a comparison's stream ahead of applying them, in bytes (at most
+# batch_chunks, at least one): 16 chunks of 31 MB held at once took a worker past 1 GB.
+READ_AHEAD_BYTES = 64 * 1024 * 1024
 
 
 class Worker:
@@ -57,21 +61,24 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.queue = Queue(client, settings.key_prefix, consumer)
-        self.work = WorkFinder(client, settings.key_prefix)
-        self.cache = HistoryCache(client, settings.key_prefix, settings.history_cache)
+        self.work = WorkFinder(client, settings.key_prefix, settings.work_sweep_interval)
+        self.cache = HistoryCache(client, settings.key_prefix, settings.history_cache,
+                                  settings.history_cache_bytes)
         self.metrics = metrics
         self.tasks = ModelTasks(TaskBoard(client, settings.key_prefix, self.queue.consumer),
                                 self.cache, settings.lease_ttl, settings.parallel_models,
                                 settings.update_budget)
         self.schedule = Schedule(settings.poll_interval, settings.failure_backoff_max)
         self.stopping = threading.Event()  # run's stop: the current update ends the lease
+        self._block_bytes: dict[str, int] = {}  # the last chunk's block size per comparison
         self.poison = Poison(self.queue, settings, self._compute_counted)
         self.housekeeping = Housekeeping(self.queue, self.work, settings.housekeeping_interval,
                                          settings.consumer_idle_max)
 
     def run(self, stop: threading.Event) -> None:
-        """Serve every comparison until ``stop`` is set; sleeps on the work channel when idle.
-        On ``stop`` the update under way finishes and its lease is released."""
+        """Serve every comparison until ``stop`` is set; sleeps on the work channel when idle
+        (store/work.py: no comparison is read until one gets work, except a slow safety
+        sweep). On ``stop`` the update under way finishes and its lease is released."""
         self.stopping = stop
         try:
             while not stop.is_set():
@@ -79,8 +86,9 @@ class Worker:
                     self.housekeeping.run_if_due()
                     if not self.run_once():
                         self.work.wait(self.settings.poll_interval)
-                except redis.ConnectionError as exc:  # e.g. Redis restarting: retry until back
-                    log.warning("redis unreachable: %s", exc)
+                except UNAVAILABLE as exc:  # e.g. Redis restarting, a cluster master down
+                    log.warning("redis unavailable: %s: %s", type(exc).__name__, exc)
+                    self.work.close()  # subscribe again and sweep: messages may be lost
                     stop.wait(self.settings.poll_interval)
                     continue
                 except Exception:  # keep serving the other comparisons; this one is retried
@@ -91,8 +99,10 @@ class Worker:
             self.work.close()
 
     def run_once(self) -> bool:
-        """One round-robin pass over the comparisons with work; True when something was
-        committed. A step that fails outside any chunk's update backs its comparison off."""
+        """One round-robin pass over the comparisons known to have work (announced on the
+        work channel, found by a sweep, or left with work by an earlier pass); True when
+        something was committed. A step that fails outside any chunk's update backs its
+        comparison off."""
         busy = False
         for cid in self.schedule.order(self.work.ready()):
             if self.stopping.is_set():
@@ -126,10 +136,14 @@ class Worker:
         if snap.halted:
             return 0
         batch = self.settings.batch_chunks
-        pending = deque(self.queue.claim(cid, batch) + self.queue.read(cid, batch))
+        # chunks read ahead: about READ_AHEAD_BYTES of them, as large as this comparison's are
+        ahead = max(1, min(batch, READ_AHEAD_BYTES // self._block_bytes.get(cid, READ_AHEAD_BYTES)))
+        pending = deque(self.queue.claim(cid, batch) + self.queue.read(cid, ahead))
         commits = 0
         while commits < batch and not lease.lost.is_set() and not self.stopping.is_set():
             entry = pending.popleft() if pending else next(iter(self.queue.read(cid, 1)), None)
+            if entry is not None:
+                self._block_bytes[cid] = max(len(entry.block), 1)
             if entry is not None and entry.sequence <= snap.sequence:
                 self.queue.ack(cid, entry.id)  # redelivered: already applied
                 continue
@@ -203,7 +217,7 @@ class Worker:
         ``failing`` are marked failed with the reason given and leave the comparison before the
         chunk is applied to the others.
         """
-        history = self.cache.get(cid, snap.spec.x_dim, snap.spec.has_y, snap.sequence)
+        history = self.cache.of(cid, snap.spec, snap.sequence)
         models = model_summaries(snap.evidence)
         unmarked = {name for name, summary in models.items() if reliable(summary)}
         had_failed = {name for name, summary in models.items() if summary["failed"]}
@@ -275,7 +289,7 @@ class Worker:
 
     def _advance(self, cid: str, snap: Snapshot, commit: Commit) -> Snapshot:
         if commit.entry_id:
-            history = self.cache.get(cid, snap.spec.x_dim, snap.spec.has_y, snap.sequence)
+            history = self.cache.of(cid, snap.spec, snap.sequence)
             if history.loaded == snap.sequence:
                 history.append(decode_block(commit.block))
         return Snapshot(

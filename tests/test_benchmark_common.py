@@ -1,6 +1,7 @@
 """benchmarks/_common.py: a ``--quick`` benchmark run never overwrites the committed results (it
-writes to results/quick/, even when told to write into the committed folder), and
-``replicate_spread`` splits errors into engine-seed noise and an error that repeats."""
+writes to results/quick/, even when told to write into the committed folder), a named run goes
+to results/runs/, the committed folder holds one result per script under the script's own name,
+and ``replicate_spread`` splits errors into engine-seed noise and an error that repeats."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 BenchmarkModule = Callable[[str], ModuleType]  # the ``benchmark_module`` fixture (conftest)
 
 
+@pytest.mark.slow
 def test_a_quick_run_leaves_the_committed_results_alone(tmp_path: Path) -> None:
     copy = tmp_path / "benchmarks"
     shutil.copytree(BENCHMARKS, copy, ignore=shutil.ignore_patterns("quick", "__pycache__"))
@@ -45,6 +47,38 @@ def test_every_quick_script_writes_through_the_common_paths() -> None:
             continue
         assert '"benchmarks/results' not in code and '/ "results"' not in code, script.name
         assert "json.dump(" not in code and ".write_text(json" not in code, script.name
+
+
+def test_a_named_run_goes_to_runs_and_the_scripts_own_name_to_the_committed_folder(
+    benchmark_module: BenchmarkModule, tmp_path: Path
+) -> None:
+    common = benchmark_module("_common")
+    committed, runs = common.COMMITTED, common.RUNS
+    assert common.result_path(None, "accuracy.json") == committed / "accuracy.json"
+    assert common.result_path("accuracy.json", "accuracy.json") == committed / "accuracy.json"
+    assert common.result_path("probe.json", "accuracy.json") == runs / "probe.json"
+    assert common.result_path(committed / "probe.json", "accuracy.json") == runs / "probe.json"
+    assert common.result_path(tmp_path / "probe.json", "accuracy.json") == tmp_path / "probe.json"
+    # an earlier named run is found where it was written, a committed result where it lies
+    assert common.earlier_result("absent.json") == runs / "absent.json"
+    assert common.earlier_result("calibration.json") == committed / "calibration.json"
+    assert common.earlier_result(tmp_path / "a.json") == tmp_path / "a.json"
+
+
+def test_the_committed_results_are_one_per_script_under_its_own_name() -> None:
+    """No run names, replicates or probes among the committed results: each file is named after
+    the script that writes it (paper.py and sgais_bias.py write one per model, calibration.py
+    keeps its references cache beside its result)."""
+    scripts = {p.stem for p in BENCHMARKS.glob("*.py") if not p.stem.startswith("_")}
+    per_model = {"paper": ("cells", "linear", "logistic", "mixture"),
+                 "sgais_bias": ("linear", "logistic", "mixture"),
+                 "calibration": ("references",)}
+    allowed = scripts | {f"{s}_{m}" for s, models in per_model.items() for m in models}
+    files = [p for p in (BENCHMARKS / "results").iterdir() if p.is_file()]
+    assert len(files) <= 60
+    for path in files:
+        assert path.suffix in {".json", ".png"}, path.name
+        assert path.stem in allowed, path.name
 
 
 def test_results_name_the_commit_they_came_from() -> None:

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
 
 
+@pytest.mark.slow
 def test_paper_tiny_grid_agrees_with_exact(tmp_path: Path) -> None:
     command = [
         sys.executable,

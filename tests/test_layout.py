@@ -68,3 +68,15 @@ def test_no_private_names_are_imported_across_modules() -> None:
         for path, found in offenders.items()
     }
     assert not {path: found for path, found in offenders.items() if found}
+
+
+def test_test_modules_have_unique_names() -> None:
+    """pytest imports test modules the default way (``rootdir`` import mode, no ``__init__.py``
+    under tests/): each test file's folder goes on ``sys.path`` and the file is imported by its
+    bare name, which is also how the helpers (``service_server``, ``fault_processes``…) are
+    found. Two test files with one name in different folders would collide."""
+    seen: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        seen.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert not {name: paths for name, paths in seen.items() if len(paths) > 1}
+    assert not list((ROOT / "tests").rglob("__init__.py"))

@@ -1,6 +1,7 @@
 """The README's promises: the five-minute tour runs verbatim against a server it starts, the
-other Python snippets run, its settings table matches the code, and .ci/run runs exactly its
-test command."""
+other Python snippets run, and .ci/run runs exactly its test command. Also the tables the docs
+keep by hand beside the code: the model families (docs/guide/models.md) and the estimator
+settings reference (docs/reference/settings.md, generated: see tests/test_docs.py)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,8 @@ from models import FAMILIES, ModelConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+MODELS_PAGE = ROOT / "docs" / "guide" / "models.md"
+SETTINGS_PAGE = ROOT / "docs" / "reference" / "settings.md"
 
 
 TOUR_HEADING = "## Five-minute tour"
@@ -54,7 +57,7 @@ LIBRARY_SNIPPETS = [code for code in fenced("python")
 @pytest.mark.parametrize("index", range(len(LIBRARY_SNIPPETS)))
 def test_python_snippets_run(index: int, capsys: pytest.CaptureFixture[str]) -> None:
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny tensors: see tests/estimators/conftest.py
+    torch.set_num_threads(1)  # tiny tensors: see tests/conftest.py
     try:
         exec(compile(LIBRARY_SNIPPETS[index], f"README.md snippet {index}", "exec"), {})
     finally:
@@ -67,6 +70,7 @@ def _port_in_use(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
+@pytest.mark.e2e
 def test_the_five_minute_tour_runs_verbatim(tmp_path: Path) -> None:
     """In a scratch folder, with the environment's ``python`` and ``modelcompare`` first on PATH
     and no Redis or server settings inherited: the tour's blocks, as written."""
@@ -105,11 +109,12 @@ def test_the_five_minute_tour_runs_verbatim(tmp_path: Path) -> None:
 
 
 def _family_tables() -> dict[str, list[tuple[str, str, str]]]:
-    """(key, type, default) rows of each family's table under "## Model families"."""
-    text = section("## Model families")
+    """(key, type, default) rows of each family's table, under its "## `family`" heading of
+    docs/guide/models.md."""
+    text = MODELS_PAGE.read_text()
     return {family: re.findall(r"^\| `(\w+)` \| ([^|]+?) \| (`[^`]*`|required) \|", body,
                                flags=re.MULTILINE)
-            for family, body in re.findall(r"^### `(\w+)`\n(.*?)(?=^### |\Z)", text,
+            for family, body in re.findall(r"^## `(\w+)`\n(.*?)(?=^## |\Z)", text,
                                            flags=re.MULTILINE | re.DOTALL)}
 
 
@@ -139,8 +144,8 @@ def test_model_family_tables_match_the_code() -> None:
 
 
 def setting_range(record: type, name: str) -> str:
-    """How the README writes a setting's range: [low, high] (brackets open where the bound is
-    strict), its choices, or its booleans."""
+    """How the settings reference writes a setting's range: [low, high] (brackets open where the
+    bound is strict), its choices, or its booleans."""
     field = record.model_fields[name]
     if field.annotation is bool:
         return "`true`, `false`"
@@ -162,11 +167,9 @@ def setting_range(record: type, name: str) -> str:
 
 def test_settings_tables_match_the_records() -> None:
     """One row per (setting, methods) with the record's default and bounds; every setting of
-    every method in exactly one row."""
-    section = README.split("## Estimator settings", 1)[1].split("\n## ", 1)[0]
-    rows = re.findall(
-        r"^\| `(\w+)` \| `([^`]*)` \| ([^|]+) \| ([\w, ]+) \|", section, flags=re.MULTILINE
-    )
+    every method in exactly one row of docs/reference/settings.md."""
+    rows = re.findall(r"^\| `(\w+)` \| `([^`]*)` \| ([^|]+) \| ([\w, ]+) \|",
+                      SETTINGS_PAGE.read_text(), flags=re.MULTILINE)
     table: dict[tuple[str, str], tuple[str, str]] = {}
     for name, default, bounds, methods in rows:
         for method in methods.split(", "):
@@ -177,7 +180,7 @@ def test_settings_tables_match_the_records() -> None:
         for method, entry in METHODS.items()
         for name, field in entry.settings.model_fields.items()
     }
-    assert table == expected, "update the settings tables in README.md"
+    assert table == expected, "run python docs/settings_reference.py"
 
 
 def test_ci_runs_exactly_the_readme_test_command() -> None:

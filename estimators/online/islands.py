@@ -1,10 +1,10 @@
 """K independent particle systems ("islands") of one online method on one stream, their Ẑ
-averaged (issue 18).
+averaged.
 
 Within one system the particles share their fate: resampling ties them into few lineages and
 the moves act on one cloud, so where the cloud errs as a whole (it lags a drifting posterior),
-raising M narrows the genealogy's stderr faster than the error (benchmarks/README.md, "Stop
-36"). K systems of M particles that never exchange particles err independently. Each Ẑ_k is
+raising M narrows the genealogy's stderr faster than the error (see docs/design/islands.md).
+K systems of M particles that never exchange particles err independently. Each Ẑ_k is
 unbiased for Z, so is their mean Ẑ̄ = Σ_k Ẑ_k / K, and to first order (the delta method)
 
     Var(Ẑ̄ / Z) ≈ Σ_k w_k² σ_k²,   w_k = Ẑ_k / Σ_j Ẑ_j,

@@ -51,5 +51,5 @@ def astray(reports: tuple[PieceReport, ...], spread: float) -> bool:
     ``DIVERGED`` of its SGHMC trajectories undone as diverged, or its cloud frozen (``spread``
     below ``FROZEN``; NaN where not measured). A surprising piece alone is not a sign: an
     i.i.d. stream's pieces just after the exact phase take long ladders too, and the extra
-    moves that follow one (``surprise``) are the answer to it (benchmarks/README.md, "Stop 34")."""
+    moves that follow one (``surprise``) are the answer to it (see docs/design/drift.md)."""
     return diverged_fraction(reports) > DIVERGED or spread < FROZEN

@@ -4,7 +4,7 @@ have gone astray.
 An online particle method carries one particle system along the stream. Where the rows arrive out
 of exchangeable order (sorted by a covariate, drifting), a piece can need a posterior far from the
 last one, and its annealing leaves a finite-M bias that no error bar shows: sorted mixture streams
-end thousands of nats low (benchmarks/README.md, "Stop 31"). The log evidence of the rows seen does
+end thousands of nats low (see docs/design/drift.md). The log evidence of the rows seen does
 not depend on their order (every model's rows are independent given θ), so the same loop, run from
 the prior over a random permutation of them, estimates it again from what is an i.i.d. stream: the
 case whose error bars are calibrated. That pass costs what the rows seen cost; made only once n has

@@ -6,7 +6,7 @@ Particles are resampled (systematic) when their ESS falls below a threshold and 
 Metropolis-corrected HMC on the full data with the particle covariance as inverse mass matrix:
 the tempered-SMC step of SG-AIS (``smc.tempered``) with the whole data set as the one piece and
 the prior as the starting cloud. The standard error is SG-AIS's: the square root of the summed
-per-step delta-method variances (README, "The standard error").
+per-step delta-method variances (docs/design/standard-error.md).
 """
 
 from __future__ import annotations

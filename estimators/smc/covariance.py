@@ -3,11 +3,11 @@
 The sample covariance of M particles in D dimensions spreads its eigenvalues (Marchenko–Pastur:
 from (1 − √c)² to (1 + √c)² times the truth, c = D / M), and a mass matrix that narrow in some
 directions feeds back on itself: the moves barely move the particles there, the next resampling
-narrows the cloud further, and a cloud narrower than the posterior makes log Ẑ read high (issue
-18: +3.3 nats on a 44-parameter linear regression with 64 particles, benchmarks/README.md). The
-eigenvalues are therefore shrunk by the analytical nonlinear shrinkage of Ledoit & Wolf (2020,
-"Analytical nonlinear shrinkage of large-dimensional covariance matrices", Ann. Statist. 48,
-§4): each sample eigenvalue λ is replaced by its estimated oracle value
+narrows the cloud further, and a cloud narrower than the posterior makes log Ẑ read high, by
+whole nats where D is a sizeable fraction of M (see docs/design/moves.md). The eigenvalues are
+therefore shrunk by the analytical nonlinear shrinkage of Ledoit & Wolf (2020, "Analytical
+nonlinear shrinkage of large-dimensional covariance matrices", Ann. Statist. 48, §4):
+each sample eigenvalue λ is replaced by its estimated oracle value
 
     d(λ) = λ / |1 − c − c λ m̆(λ)|²,
 

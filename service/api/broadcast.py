@@ -21,6 +21,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from redis.asyncio.cluster import ClusterPubSub
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.exceptions import RedisClusterException
 
 from service.store.connection import AsyncClient, is_cluster
 from service.store.keys import Keys, comparison_id_from_channel, updates_pattern
@@ -70,6 +71,9 @@ class Broadcaster:
         self._prefix = prefix
         self._subscribers: dict[str, set[Subscription]] = {}
         self._changed = asyncio.Event()  # the set of comparisons with subscribers changed
+        # cluster: comparisons whose master did not answer -> loop time to try again; the others
+        # are followed meanwhile (one dead master must not cut every comparison's updates)
+        self._deferred: dict[str, float] = {}
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         self.closed = False
@@ -150,8 +154,11 @@ class Broadcaster:
     async def _follow(self, pubsub: ClusterPubSub, active: set[str]) -> None:
         """Subscribe to the channels of the comparisons with local subscribers, and only those."""
         wanted = set(self._subscribers)
+        now = asyncio.get_running_loop().time()
         for cid in sorted(wanted - active):
             keys = Keys(self._prefix, cid)
+            if self._deferred.get(cid, 0.0) > now or not await self._answers(keys.updates):
+                continue
             await pubsub.ssubscribe(keys.updates)
             active.add(cid)
             current = await self._client.get(keys.evidence)
@@ -160,6 +167,21 @@ class Broadcaster:
         for cid in sorted(active - wanted):
             await pubsub.sunsubscribe(Keys(self._prefix, cid).updates)
             active.discard(cid)
+
+    async def _answers(self, channel: str) -> bool:
+        """Whether the master of ``channel``'s slot answers; if not, the comparison is tried
+        again in a second (its subscribers get nothing meanwhile: it cannot change)."""
+        assert isinstance(self._client, AsyncRedisCluster)
+        cid = comparison_id_from_channel(channel)
+        try:
+            node = self._client.get_node_from_key(channel)
+            await asyncio.wait_for(self._client.execute_command("PING", target_nodes=node), 1.0)
+        except (TimeoutError, aioredis.RedisError, RedisClusterException, OSError) as exc:
+            self._deferred[cid] = asyncio.get_running_loop().time() + 1.0
+            log.debug("comparison %s: its master is unavailable (%s)", cid, exc)
+            return False
+        self._deferred.pop(cid, None)
+        return True
 
     def _dispatch(self, channel: str, data: bytes) -> None:
         subscribers = self._subscribers.get(comparison_id_from_channel(channel))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-import redis.exceptions
 from fastapi import FastAPI, Request
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
@@ -16,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
 from service.store.comparisons import NotFound
+from service.store.connection import CLUSTER_UNAVAILABLE, UNAVAILABLE
 
 log = logging.getLogger("modelcompare.api")
 
@@ -42,7 +42,8 @@ MEANINGS = {
     413: "the body exceeds MODELCOMPARE_MAX_BODY_BYTES or the chunk MODELCOMPARE_MAX_ROWS",
     415: "the body is not `application/json`",
     422: "invalid values or shapes; `details` says where",
-    503: "the data store is unreachable; retry after `Retry-After` seconds",
+    503: "the data store, or the Redis Cluster shard holding this data, is unavailable; retry "
+    "after `Retry-After` seconds",
 }
 
 
@@ -95,6 +96,15 @@ def allowed_methods(request: Request) -> str:
     )
 
 
+def unavailable(exc: BaseException) -> tuple[str, str]:
+    """The code and message of a 503 (or a websocket's 1013) for an ``UNAVAILABLE`` error."""
+    if isinstance(exc, CLUSTER_UNAVAILABLE):
+        return ("cluster_unavailable",
+                "the Redis Cluster shard holding this data is down or failing over "
+                f"({type(exc).__name__}); retry later")
+    return "unavailable", "the data store is unreachable; retry later"
+
+
 _CODES = {400: "bad_request", 404: "not_found", 405: "method_not_allowed", 413: "too_large"}
 
 
@@ -115,16 +125,14 @@ def install(app: FastAPI) -> None:
         message = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
         return error_response(422, "invalid_request", message, errors)
 
-    @app.exception_handler(redis.exceptions.ConnectionError)
-    @app.exception_handler(redis.exceptions.TimeoutError)
     async def _unavailable(request: Request, exc: Exception) -> JSONResponse:
-        log.warning("redis unreachable on %s %s: %s", request.method, request.url.path, exc)
-        return error_response(
-            503,
-            "unavailable",
-            "the data store is unreachable; retry later",
-            headers={"Retry-After": "1"},
-        )
+        log.warning("redis unavailable on %s %s: %s: %s", request.method, request.url.path,
+                    type(exc).__name__, exc)
+        code, message = unavailable(exc)
+        return error_response(503, code, message, headers={"Retry-After": "1"})
+
+    for kind in UNAVAILABLE:
+        app.add_exception_handler(kind, _unavailable)
 
     @app.exception_handler(Exception)
     async def _internal(request: Request, exc: Exception) -> JSONResponse:

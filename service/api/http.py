@@ -1,11 +1,14 @@
-"""The HTTP server's limits (README "Limits"): header size, keep-alive and request-read timeouts,
-a connection cap that evicts idle connections first. ``server_config`` is what ``modelcompare
-serve`` runs uvicorn with."""
+"""The HTTP server's limits (docs/guide/limits.md): header size, keep-alive and request-read
+timeouts, a connection cap that evicts idle connections first. ``server_config`` is what
+``modelcompare serve`` runs uvicorn with, its access log keeping API keys out
+(``RedactQueryTokens``)."""
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
+import re
 
 import h11
 import uvicorn
@@ -88,11 +91,51 @@ class ReadTimeoutProtocol(H11Protocol):
             self.transport.close()
 
 
+# Query parameters that carry a secret: the websocket's ``?token=<API key>`` (browsers cannot set
+# an Authorization header on a websocket), and the usual names of keys, should a client use them.
+SECRET_QUERY = re.compile(r"([?&](?:token|access_token|api_key|apikey|key)=)[^&#\s]*", re.I)
+REDACTED = "REDACTED"
+
+
+def redact_query(target: str) -> str:
+    """``target`` (a path with its query string) with the values of secret parameters
+    replaced: ``/v1/comparisons/c/ws?token=s3cret`` → ``…/ws?token=REDACTED``."""
+    return SECRET_QUERY.sub(rf"\g<1>{REDACTED}", target)
+
+
+class RedactQueryTokens(logging.Filter):
+    """Rewrites uvicorn's log records so that no API key given in a query string reaches the
+    log: the access log (``uvicorn.access``: client, method, path with query, HTTP version,
+    status) and the websocket handshake lines (``uvicorn.error``: ``"WebSocket <path with
+    query>" [accepted]``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple(redact_query(a) if isinstance(a, str) else a
+                                for a in record.args)
+        if isinstance(record.msg, str):
+            record.msg = redact_query(record.msg)
+        return True
+
+
+REDACTED_LOGGERS = ("uvicorn.access", "uvicorn.error")
+
+
+def redact_access_log() -> None:
+    """Install ``RedactQueryTokens`` on uvicorn's loggers (and their handlers, which records of
+    child loggers reach without the parent's filters), once."""
+    for name in REDACTED_LOGGERS:
+        logger = logging.getLogger(name)
+        for target in (logger, *logger.handlers):
+            if not any(isinstance(f, RedactQueryTokens) for f in target.filters):
+                target.addFilter(RedactQueryTokens())
+
+
 def server_config(app: FastAPI, settings: Settings, log_level: str) -> uvicorn.Config:
     protocol = type("ReadTimeoutProtocol", (ReadTimeoutProtocol,),
                     {"read_timeout": settings.request_read_timeout,
                      "max_connections": settings.max_connections})
-    return uvicorn.Config(
+    config = uvicorn.Config(
         app,
         host=settings.host,
         port=settings.port,
@@ -102,3 +145,5 @@ def server_config(app: FastAPI, settings: Settings, log_level: str) -> uvicorn.C
         h11_max_incomplete_event_size=settings.max_header_bytes,
         timeout_keep_alive=settings.keep_alive_timeout,
     )
+    redact_access_log()  # after the Config, which configures uvicorn's loggers
+    return config

@@ -12,7 +12,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from service.api import errors, openapi
 from service.api.broadcast import Broadcaster
 from service.api.deps import authorize
-from service.api.ingest import BodyLimit
+from service.api.ingest import BodyLimit, Inflight, InflightLimit, map_large_allocations
 from service.api.routes import (
     comparisons,
     dashboard,
@@ -81,6 +81,10 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     errors.install(app)
     app.state.shutdown = Shutdown(settings.shutdown_timeout)
     app.state.keyring = Keyring(settings.api_keys) if settings.api_keys else None
+    # BodyLimit is added last, so it runs first: a body over the limit gets 413, never 503.
+    app.state.inflight = Inflight(settings.max_inflight_bytes)
+    map_large_allocations()
+    app.add_middleware(InflightLimit, inflight=app.state.inflight)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
                        query_limit=settings.max_query_body_bytes)
     if settings.cors_origins:

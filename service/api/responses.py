@@ -38,7 +38,9 @@ class ComparisonOut(Body):
 
 
 class ComparisonList(Body):
-    comparisons: list[ComparisonOut]
+    comparisons: list[ComparisonOut] = Field(description="one page, newest first")
+    next_cursor: str | None = Field(
+        description="pass as ?cursor= for the next page; null at the end of the listing")
 
 
 class WindowEvidence(Body):
@@ -65,7 +67,7 @@ class Reliability(Body):
     diverged_updates: int = Field(description="updates whose fraction exceeded the threshold")
     first_diverged_at: int | None = Field(description="rows seen after the first such update")
     frozen_at: int | None = Field(
-        None,  # records stored before stop 32 lack it
+        None,  # records stored before the field existed lack it
         description="rows seen after the first update whose particles had collapsed (info.spread "
         "below 1e-4): log Z may then be off by more than its stderr"
     )
@@ -82,7 +84,7 @@ class ModelEvidence(Body):
     catching_up: bool = Field(description="added mid-stream and still replaying the history")
     failed: Any = Field(
         description="why this model stopped updating (a chunk it failed on every attempt, or "
-        "its catch-up replay failed; README 'Poison chunks'), or null"
+        "its catch-up replay failed; docs/guide/reliability.md, 'Poison chunks'), or null"
     )
     prior_probability: float
     posterior_probability: float | None = Field(

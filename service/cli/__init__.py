@@ -31,6 +31,16 @@ def _setting(name: str, text: str) -> str:
     return f"{text} (env MODELCOMPARE_{name.upper()}; default {default})"
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return value
+
+
 def _common() -> argparse.ArgumentParser:
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS,
@@ -54,7 +64,7 @@ def _service_commands(commands_: Any) -> None:  # the root parser's subparsers
         description="Run the HTTP API and the dashboard. Without a Redis URL it also starts a "
         "private Redis (its data in --data-dir; one server per folder) and a worker in this "
         "process, so this one command runs everything. Other settings: MODELCOMPARE_* "
-        "variables (README, Service).")
+        "variables (docs/reference/service-settings.md).")
     serve.add_argument("--host", help=_setting("host", "interface to listen on"))
     serve.add_argument("--port", type=int, help=_setting("port", "TCP port"))
     serve.add_argument("--redis-url", help="use this Redis server (env REDIS_URL); then "
@@ -136,6 +146,9 @@ def _client_commands(commands_: Any) -> None:
     watch.set_defaults(run=commands.watch)
     listing = commands_.add_parser("list", parents=[connection],
                                    help="the comparisons, newest first")
+    listing.add_argument("--limit", type=_positive_int, default=None, metavar="N",
+                         help="show the newest N only (default: all of them, fetched "
+                         f"{commands.LIST_PAGE} a request)")
     listing.set_defaults(run=commands.list_comparisons)
     delete = commands_.add_parser("delete", parents=[connection],
                                   help="delete comparisons with all their data")

@@ -70,11 +70,20 @@ def _note(text: str) -> None:
     print(text, file=sys.stderr)
 
 
+LIST_PAGE = 100  # comparisons `modelcompare list` asks for per request
+
+
 def list_comparisons(args: argparse.Namespace) -> None:
+    """One line per comparison, newest first, printed page by page as they arrive."""
+    shown = 0
     with Client(args.url, args.api_key) as api:
-        comparisons = api.list_comparisons()["comparisons"]
-    for line in comparison_lines(comparisons):
-        print(line)
+        page_size = LIST_PAGE if args.limit is None else min(LIST_PAGE, args.limit)
+        for comparison in api.iter_comparisons(page_size):
+            if args.limit is not None and shown >= args.limit:
+                break
+            for line in comparison_lines([comparison]):
+                print(line)
+            shown += 1
 
 
 def delete(args: argparse.Namespace) -> None:

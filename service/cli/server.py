@@ -41,10 +41,23 @@ def free_data_folder(folder: Path) -> None:
         raise CliError(str(exc)) from None
 
 
+def exit_cleanly_on_sigterm() -> None:
+    """SIGTERM ends ``serve`` with status 0. uvicorn handles the signal itself while it runs (a
+    graceful shutdown), then restores the handler it found and raises the signal again: with
+    the default handler the process would die of it (status -15, as if killed) after a clean
+    shutdown. This handler exits 0 instead, and before uvicorn runs it exits at once."""
+
+    def exit_zero(signum: int, frame: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, exit_zero)
+
+
 def serve(args: argparse.Namespace) -> None:
     from service.api.main import create_app
     from service.api.shutdown import serve as serve_app
 
+    exit_cleanly_on_sigterm()
     loaded = settings(args)
     if loaded.redis_url is None:
         free_data_folder(loaded.data_dir)

@@ -7,6 +7,7 @@ compare it with the app's routes, so a route without a client method fails them.
     with Client("http://127.0.0.1:8000") as api:
         cid = api.create_comparison({...})["id"]
         api.ingest(cid, x, y, wait=True)
+        names = [c["name"] for c in api.iter_comparisons()]  # every page, newest first
 
 Reads (GET, predict, expectation) and chunks are retried ``retries`` times on a connection error
 or a 503, with backoff. A chunk always carries an ``Idempotency-Key`` (a fresh one when the
@@ -21,7 +22,7 @@ import asyncio
 import json
 import re
 import time
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from typing import Any
 from urllib.parse import quote, urlencode
 
@@ -60,6 +61,17 @@ class Client(Routes[Any]):
                 time.sleep(result.delay)
         raise result.error
 
+    def iter_comparisons(self, limit: int | None = None) -> Iterator[dict[str, Any]]:
+        """Every comparison the key may read, newest first, fetched a page (``limit``) at a
+        time as the iteration goes."""
+        cursor = None
+        while True:
+            page = self.list_comparisons(limit, cursor)
+            yield from page["comparisons"]
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
+
     def close(self) -> None:
         self._http.close()
 
@@ -93,6 +105,17 @@ class AsyncClient(Routes[Awaitable[Any]]):
             if attempt < self.retries:
                 await asyncio.sleep(result.delay)
         raise result.error
+
+    async def iter_comparisons(self, limit: int | None = None) -> AsyncIterator[dict[str, Any]]:
+        """Every comparison the key may read, newest first, a page (``limit``) at a time."""
+        cursor = None
+        while True:
+            page = await self.list_comparisons(limit, cursor)
+            for comparison in page["comparisons"]:
+                yield comparison
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return
 
     async def updates(self, cid: str) -> AsyncIterator[dict[str, Any]]:
         """Websocket messages: ``{"type": "snapshot", "evidence"}`` first, then one

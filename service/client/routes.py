@@ -45,8 +45,12 @@ class Routes(Generic[T]):
         return Call(json=spec)
 
     @endpoint("GET", "/v1/comparisons")
-    def list_comparisons(self) -> Call:
-        return Call()
+    def list_comparisons(self, limit: int | None = None, cursor: str | None = None) -> Call:
+        """One page, newest first: ``{"comparisons", "next_cursor"}``. Pass ``next_cursor`` as
+        ``cursor`` for the next page (null at the end); ``limit`` per page (server default 50,
+        at most 500). ``iter_comparisons`` follows the pages."""
+        params = {k: v for k, v in (("limit", limit), ("cursor", cursor)) if v is not None}
+        return Call(params=params or None)
 
     @endpoint("GET", "/v1/comparisons/{cid}")
     def get_comparison(self, cid: str) -> Call:

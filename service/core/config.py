@@ -5,11 +5,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from service.core.security import KeyScope
 from service.limits import Limits
+
+# What reading and parsing a body holds, as a multiple of its bytes (service/api/ingest.py): a
+# chunk parsed with numpy (the body, its character classes, its numbers as float64, the stored
+# block), and any other body, parsed by json into Python objects.
+CHUNK_BODY_COST = 6
+JSON_BODY_COST = 30
 
 
 class Settings(BaseSettings):
@@ -31,6 +37,12 @@ class Settings(BaseSettings):
     max_comparison_bytes: int = Field(default=512 * 1024 * 1024, ge=1)
     # A JSON body takes ~15× its size in memory while parsed: 16 MiB keeps a chunk under 300 MB.
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
+    # Memory one API process sets aside for the request bodies it reads and parses at once
+    # (service/api/ingest.py, InflightLimit): a chunk counts 6× its body (the body, its class
+    # map, its numbers as float64 and the stored block), another body 30× (JSON objects); past
+    # it 503 with Retry-After. At least one full-size chunk must fit (>= 6 × max_body_bytes);
+    # the default holds three 16 MiB chunks.
+    max_inflight_bytes: int = Field(default=288 * 1024 * 1024, ge=1024 * 1024)
     wait_timeout: float = Field(default=30.0, gt=0)
     # `modelcompare serve` exits within this many seconds of SIGTERM (service/api/shutdown.py),
     # plus the embedded Redis' own shutdown.
@@ -39,7 +51,12 @@ class Settings(BaseSettings):
     # A worker's hold on one comparison, renewed every lease_ttl / 3 while it serves it: a dead
     # worker's comparison is taken over within lease_ttl + poll_interval + one update.
     lease_ttl: float = Field(default=2.0, gt=0)
+    # How often a worker rechecks the comparisons it knows have work (held by another worker,
+    # backing off) and how long it sleeps on the work channel when it knows of none.
     poll_interval: float = Field(default=0.5, gt=0)
+    # Every work_sweep_interval s a worker reads every comparison's progress (service/store/
+    # work.py): the safety net for a wake-up message it missed; it sweeps on (re)connecting too.
+    work_sweep_interval: float = Field(default=60.0, gt=0)
     # A comparison whose step fails waits poll_interval, doubling per failure up to this.
     failure_backoff_max: float = Field(default=30.0, gt=0)
     # Every housekeeping_interval s a worker removes consumers idle over consumer_idle_max s
@@ -56,6 +73,9 @@ class Settings(BaseSettings):
     # the model's log Z unreliable for good (service/reliability.py).
     diverged_warning_fraction: float = Field(default=0.1, ge=0.0, le=1.0)
     history_cache: int = Field(default=16, ge=1)  # comparisons whose history a worker caches
+    # Bytes of those histories (only the columns some model reads, float64, with growth room):
+    # least recently used ones are dropped past it; the one in use stays even when larger.
+    history_cache_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     # intra-op threads; None: torch's default, except `modelcompare worker`, which uses 1
     torch_threads: int | None = Field(default=None, ge=1)
     # What one comparison may ask for (docs/guide/limits.md), checked at create and add-model before
@@ -92,6 +112,16 @@ class Settings(BaseSettings):
     # finiteness; not a compute-budget overrun) fails those models after the attempts and goes
     # on with the others; "chunk": any failure makes the chunk poison for every model.
     poison_scope: Literal["model", "chunk"] = "model"
+
+    @model_validator(mode="after")
+    def _one_chunk_fits(self) -> Settings:
+        needed = CHUNK_BODY_COST * self.max_body_bytes
+        if self.max_inflight_bytes < needed:
+            raise ValueError(
+                f"max_inflight_bytes ({self.max_inflight_bytes:,}) must hold one chunk of "
+                f"max_body_bytes: at least {CHUNK_BODY_COST} x {self.max_body_bytes:,} = "
+                f"{needed:,}")
+        return self
 
     @property
     def limits(self) -> Limits:

@@ -5,6 +5,7 @@
 (() => {
   const KEY_STORAGE = "modelcompare.apiKey";
   const LIST_REFRESH_MS = 5000;
+  const LIST_PAGE = 50; // comparisons per request of the list; "More" adds a page
   const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
     "#7f7f7f", "#bcbd22", "#17becf"];
   const PLOT_CONFIG = { responsive: true, displaylogo: false };
@@ -17,6 +18,8 @@
 
   const view = {
     comparisons: [],
+    listCursor: null, // next_cursor of the last page read: "More" reads it
+    listWanted: LIST_PAGE, // how many comparisons a refresh reads (pages of LIST_PAGE)
     cid: null,
     comparison: null, // GET /v1/comparisons/{id}: names, families, prior probabilities
     evidence: null, // the newest evidence body
@@ -66,9 +69,38 @@
 
   // ---- the comparison list -------------------------------------------------------------------
 
+  // The list is paginated (newest first, a cursor per page): a refresh reads as many pages as
+  // are shown, "More" reads the next one.
+  async function listPage(cursor) {
+    const query = `?limit=${LIST_PAGE}${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ""}`;
+    return api(`/v1/comparisons${query}`);
+  }
+
   async function refreshList() {
     try {
-      view.comparisons = (await api("/v1/comparisons")).comparisons;
+      const comparisons = [];
+      let cursor = null;
+      do {
+        const page = await listPage(cursor);
+        comparisons.push(...page.comparisons);
+        cursor = page.next_cursor;
+      } while (cursor && comparisons.length < view.listWanted);
+      Object.assign(view, { comparisons, listCursor: cursor, listError: null });
+    } catch (exc) {
+      view.listError = describeError(exc);
+    }
+    renderList();
+    renderNotices();
+  }
+
+  async function moreList() {
+    if (!view.listCursor) return;
+    try {
+      const page = await listPage(view.listCursor);
+      const known = new Set(view.comparisons.map((c) => c.id));
+      view.comparisons.push(...page.comparisons.filter((c) => !known.has(c.id)));
+      view.listCursor = page.next_cursor;
+      view.listWanted = Math.max(view.listWanted, view.comparisons.length);
       view.listError = null;
     } catch (exc) {
       view.listError = describeError(exc);
@@ -90,6 +122,7 @@
       return item;
     }));
     $("list-empty").hidden = view.comparisons.length > 0 || view.listError !== null;
+    $("list-more").hidden = !view.listCursor;
   }
 
   // ---- one comparison: history, then the websocket -------------------------------------------
@@ -477,6 +510,7 @@
     selectFromLocation();
   });
   window.addEventListener("hashchange", selectFromLocation);
+  $("list-more").addEventListener("click", moreList);
   refreshList();
   setInterval(refreshList, LIST_REFRESH_MS);
   selectFromLocation();

@@ -3,16 +3,19 @@ delete."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import json
-from collections.abc import AsyncIterator
+import math
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from service.schemas import ComparisonSpec, ModelSpec
 from service.store import scripts
 from service.store.connection import AsyncClient, publish_command
-from service.store.keys import GROUP, Keys, index_key, work_channel
+from service.store.keys import GROUP, Keys, created_key, index_key, work_channel
 from service.store.resend import resend_on_lost_reply
 from service.store.trace import decode_point
 
@@ -39,6 +42,50 @@ class Meta:
     @property
     def status(self) -> str:
         return "degraded" if self.status_reason else "ok"
+
+
+class BadCursor(ValueError):
+    """A listing cursor this service did not make."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of the listing, newest first; ``next_cursor`` None at the end."""
+
+    comparisons: list[Meta]
+    next_cursor: str | None
+
+
+def encode_cursor(score: float, cid: str) -> str:
+    """The listing's position after (``score``, ``cid``): opaque to clients."""
+    raw = json.dumps([score, cid], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[float, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        score, cid = json.loads(raw)
+    except (ValueError, TypeError, binascii.Error):
+        raise BadCursor(f"{cursor!r} is not a cursor of this listing") from None
+    if (not isinstance(score, int | float) or isinstance(score, bool) or not math.isfinite(score)
+            or not isinstance(cid, str)):
+        raise BadCursor(f"{cursor!r} is not a cursor of this listing")
+    return float(score), cid
+
+
+def _meta(fields: list[bytes | None]) -> Meta | None:
+    spec, version, sequence, ingested, reason, added = fields
+    if spec is None or version is None:
+        return None
+    return Meta(
+        ComparisonSpec.model_validate_json(spec), int(version), int(sequence or 0),
+        int(ingested or 0), reason.decode() if reason else None,
+        None if added is None else int(added),
+    )
+
+
+META_FIELDS = ("spec", "version", "sequence", "next_seq", "status_reason", "models")
 
 
 class Ingested(NamedTuple):
@@ -86,6 +133,7 @@ class Comparisons:
                       *pairs],
             ), "create")
             await self.client.sadd(index_key(self.prefix), spec.id)
+            await self.client.zadd(created_key(self.prefix), {spec.id: spec.created_at})
         except BaseException:
             # The index is outside the comparison's hash tag (one script cannot write both on a
             # cluster), so an interrupted create is undone here; Redis runs these after the
@@ -98,16 +146,84 @@ class Comparisons:
         return sorted(m.decode() for m in await self.client.smembers(index_key(self.prefix)))
 
     async def meta(self, cid: str) -> Meta:
-        spec, version, sequence, ingested, reason, added = await self.client.hmget(
-            self.keys(cid).meta, "spec", "version", "sequence", "next_seq", "status_reason",
-            "models",
-        )
-        if spec is None:
+        meta = _meta(await self.client.hmget(self.keys(cid).meta, *META_FIELDS))
+        if meta is None:
             raise NotFound(cid)
-        return Meta(
-            ComparisonSpec.model_validate_json(spec), int(version), int(sequence), int(ingested),
-            reason.decode() if reason else None, None if added is None else int(added),
-        )
+        return meta
+
+    async def page(self, limit: int, cursor: str | None = None,
+                   visible: Callable[[str, str], bool] | None = None,
+                   examine: int = 1000) -> Page:
+        """Up to ``limit`` comparisons, newest first, after ``cursor`` (from an earlier page's
+        ``next_cursor``). ``visible(id, name)`` filters (None: all); a page examines at most
+        about ``examine`` comparisons, so under a filter that hides most of them a page may
+        hold fewer than ``limit`` (even none) and still have a ``next_cursor``. The position is
+        (creation time, id): comparisons created or deleted meanwhile neither shift nor repeat
+        the rest of the listing."""
+        await self.reconcile_index()
+        after = None if cursor is None else decode_cursor(cursor)
+        top: float | str = "+inf" if after is None else after[0]
+        batch = limit + 1 if visible is None else max(limit + 1, min(examine, 200))
+        found: list[Meta] = []
+        examined, offset, last_score = 0, 0, None
+        last_visible: tuple[float, str] | None = None
+        while True:
+            rows = await self.client.zrange(created_key(self.prefix), top, "-inf", desc=True,
+                                            byscore=True, offset=offset, num=batch,
+                                            withscores=True)
+            offset += len(rows)
+            entries = [(member.decode(), float(score)) for member, score in rows]
+            if after is not None:  # equal scores come in descending id order
+                entries = [(cid, score) for cid, score in entries
+                           if score != after[0] or cid < after[1]]
+            pipe = self.client.pipeline(transaction=False)
+            for cid, _ in entries:
+                pipe.hmget(self.keys(cid).meta, *META_FIELDS)
+            metas = await pipe.execute() if entries else []
+            for (cid, score), fields in zip(entries, metas, strict=True):
+                if len(found) == limit:  # a full page, and another comparison after it
+                    assert last_visible is not None
+                    return Page(found, encode_cursor(*last_visible))
+                if examined >= examine and score != last_score:
+                    # every comparison at last_score was examined: go on below it
+                    return Page(found, encode_cursor(last_score, ""))
+                examined += 1
+                last_score = score
+                if fields[0] is None:
+                    continue  # deleted meanwhile
+                if visible is not None and not visible(cid, json.loads(fields[0])["name"]):
+                    continue
+                meta = _meta(fields)
+                if meta is not None:
+                    found.append(meta)
+                    last_visible = (score, cid)
+            if len(rows) < batch:
+                return Page(found, None)
+
+    async def reconcile_index(self) -> int:
+        """List in ``created_key`` the comparisons only ``index_key`` has (created by a version
+        without it, or by a create still under way), and drop from it the ids whose comparison
+        is gone; a no-op (two counts) while both hold as many. Returns the ids added."""
+        client = self.client
+        ordered, members = created_key(self.prefix), index_key(self.prefix)
+        if await client.scard(members) == await client.zcard(ordered):
+            return 0
+        indexed = {m.decode() for m in await client.smembers(members)}
+        listed = {m.decode() for m in await client.zrange(ordered, 0, -1)}
+        missing, extra = sorted(indexed - listed), sorted(listed - indexed)
+        pipe = client.pipeline(transaction=False)
+        for cid in (*missing, *extra):
+            pipe.hget(self.keys(cid).meta, "spec")
+        specs = await pipe.execute() if missing or extra else []
+        added = {cid: float(json.loads(spec)["created_at"])
+                 for cid, spec in zip(missing, specs, strict=False) if spec is not None}
+        if added:
+            await client.zadd(ordered, added, nx=True)
+        gone = [cid for cid, spec in zip(extra, specs[len(missing):], strict=True)
+                if spec is None]
+        if gone:
+            await client.zrem(ordered, *gone)
+        return len(added)
 
     async def evidence_raw(self, cid: str) -> bytes:
         raw = await self.client.get(self.keys(cid).evidence)
@@ -183,6 +299,7 @@ class Comparisons:
         keys = self.keys(cid)
         await self.client.delete(keys.meta)
         await self.client.srem(index_key(self.prefix), cid)
+        await self.client.zrem(created_key(self.prefix), cid)
         batch: list[bytes] = []
         async for key in self.client.scan_iter(match=keys.pattern, count=500):
             batch.append(key)
@@ -278,10 +395,13 @@ class Comparisons:
                 self.keys(spec.id).updates]
 
     async def queue_depths(self) -> dict[str, int]:
+        ids = await self.ids()
+        pipe = self.client.pipeline(transaction=False)
+        for cid in ids:
+            pipe.hmget(self.keys(cid).meta, "sequence", "next_seq")
         depths = {}
-        for cid in await self.ids():
-            sequence, ingested = await self.client.hmget(self.keys(cid).meta, "sequence",
-                                                         "next_seq")
-            if sequence is not None:
+        for cid, (sequence, ingested) in zip(ids, await pipe.execute() if ids else [],
+                                             strict=True):
+            if sequence is not None and ingested is not None:
                 depths[cid] = int(ingested) - int(sequence)
         return depths

@@ -1,6 +1,11 @@
 """Redis clients from the one ``MODELCOMPARE_REDIS_URL``: a cluster client when the node it
 names runs in cluster mode (``INFO cluster`` says ``cluster_enabled:1``), a plain one otherwise.
 
+A cluster client does not require every slot to be served (``require_full_coverage=False``):
+with a master down and no replica to take over, the comparisons on the other masters go on
+(as far as the nodes allow it: ``cluster-require-full-coverage no``), and those on the dead
+master fail with an error in ``UNAVAILABLE`` (503 at the API) until it returns.
+
 Every multi-key script touches the keys of one comparison only (one ``{cmp:<id>}`` hash tag, so
 one slot); global keys (the comparison index) are written by separate commands. In cluster mode
 the per-comparison updates channel is a sharded channel (``SPUBLISH``/``SSUBSCRIBE``): its
@@ -9,19 +14,90 @@ messages stay on the shard that holds the comparison.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from dataclasses import dataclass
 from typing import Any
 
 import redis
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.cluster import RedisCluster as _AsyncRedisCluster
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
+from redis.cluster import RedisCluster as _RedisCluster
+from redis.commands.core import AsyncScript, Script
+from redis.exceptions import NoScriptError
+
+
+class ShardScript(Script):
+    """A Lua script that a master lacking it (``NOSCRIPT``: it restarted, or never ran it) gets
+    whole, by ``EVAL`` on the one master holding its keys. redis-py's own fallback,
+    ``SCRIPT LOAD``, goes to every master, and fails while any one of them is down: the
+    comparisons on the masters that are up would then fail too."""
+
+    def __call__(self, keys: Any = (), args: Any = (), client: Any = None) -> Any:
+        client = self.registered_client if client is None else client
+        keys, args = tuple(keys), tuple(args)
+        try:
+            return client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return client.eval(self.script, len(keys), *keys, *args)
+
+
+class AsyncShardScript(AsyncScript):
+    """``ShardScript`` for the asyncio client."""
+
+    async def __call__(self, keys: Any = (), args: Any = (), client: Any = None) -> Any:
+        client = self.registered_client if client is None else client
+        keys, args = tuple(keys), tuple(args)
+        try:
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
+        except NoScriptError:
+            return await client.eval(self.script, len(keys), *keys, *args)
+
+
+class RedisCluster(_RedisCluster):
+    """redis-py's cluster client, its scripts loaded per master (``ShardScript``), and able to
+    route commands whose keys move (``XREADGROUP``) while its default node is down."""
+
+    def register_script(self, script: Any) -> Script:  # type: ignore[override]
+        return ShardScript(self, script)
+
+    def _get_command_keys(self, *args: Any) -> Any:
+        # redis-py asks its default node (COMMAND GETKEYS) where the keys of such a command are;
+        # with that node down, every such command failed, on whichever master its keys live.
+        for _ in range(len(self.get_primaries())):
+            try:
+                return super()._get_command_keys(*args)
+            except (redis.ConnectionError, redis.TimeoutError):
+                self.replace_default_node()
+        return super()._get_command_keys(*args)
+
+
+class AsyncRedisCluster(_AsyncRedisCluster):
+    """redis-py's asyncio cluster client, its scripts loaded per master (``ShardScript``)."""
+
+    def register_script(self, script: Any) -> AsyncScript:  # type: ignore[override]
+        return AsyncShardScript(self, script)
+
 
 SyncClient = redis.Redis | RedisCluster
 AsyncClient = aioredis.Redis | AsyncRedisCluster
+
+# A Redis Cluster's "not now": a shard down (CLUSTERDOWN, a slot not covered), a failover under
+# way (TRYAGAIN, MOVED/ASK redirections redis-py gave up following), no node reachable. As
+# transient as a lost connection: the API answers 503, a worker skips that shard's comparisons.
+CLUSTER_UNAVAILABLE: tuple[type[Exception], ...] = (
+    redis.exceptions.ClusterError,  # ClusterDownError, MasterDownError
+    redis.exceptions.TryAgainError,
+    redis.exceptions.AskError,  # MovedError too
+    redis.exceptions.RedisClusterException,  # SlotNotCoveredError, "cannot be connected"
+)
+UNAVAILABLE: tuple[type[Exception], ...] = (
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    *CLUSTER_UNAVAILABLE,
+)
 
 
 class UnsupportedRedis(RuntimeError):
@@ -68,11 +144,13 @@ class Connection:
 
     def sync_client(self, **options: Any) -> SyncClient:
         if self.cluster:
+            options.setdefault("require_full_coverage", False)
             return RedisCluster.from_url(_cluster_url(self.url), **options)
         return redis.Redis.from_url(self.url, **options)
 
     def async_client(self, **options: Any) -> AsyncClient:
         if self.cluster:
+            options.setdefault("require_full_coverage", False)
             return AsyncRedisCluster.from_url(_cluster_url(self.url), **options)
         return aioredis.Redis.from_url(self.url, **options)
 
@@ -94,7 +172,7 @@ class Connection:
 
 
 def is_cluster(client: SyncClient | AsyncClient) -> bool:
-    return isinstance(client, RedisCluster | AsyncRedisCluster)
+    return isinstance(client, _RedisCluster | _AsyncRedisCluster)
 
 
 def publish_command(client: SyncClient | AsyncClient) -> str:
@@ -111,3 +189,62 @@ def _cluster_url(url: str) -> str:
     if database not in ("", "0"):
         raise ValueError(f"a Redis Cluster has only database 0, not {database!r} ({url})")
     return f"{scheme}://{location}{question}{query}"
+
+
+HASH_SLOTS = 16384
+# a node that answers slowly, or a pool with no connection free: busy, not down
+BUSY = (TimeoutError, redis.exceptions.TimeoutError, redis.exceptions.MaxConnectionsError)
+
+
+async def cluster_problem(client: AsyncRedisCluster, timeout: float = 2.0) -> str | None:
+    """Why the cluster cannot serve every comparison now, or None when it can. Every master
+    the client knows is pinged, and the first node that answers (masters first) gives its view
+    of the cluster. Not ready while a master holding slots does not answer, or is suspected
+    (``fail?``) or marked (``fail``) down: its comparisons are unavailable until it returns or a
+    replica takes over; nor while ``cluster_state`` is not ``ok`` or some slot is not served
+    (``cluster_slots_ok`` below 16384)."""
+    errors = (TimeoutError, redis.RedisError, redis.exceptions.RedisClusterException, OSError)
+
+    async def ask(node: Any, *command: str) -> Any:
+        return await asyncio.wait_for(client.execute_command(*command, target_nodes=node),
+                                      timeout)
+
+    nodes = sorted(client.get_nodes(), key=lambda node: node.server_type != "primary")
+    primaries = [node for node in nodes if node.server_type == "primary"]
+    pings = await asyncio.gather(*(ask(node, "PING") for node in primaries),
+                                 return_exceptions=True)
+    # refused or reset: down. A ping that only timed out (a busy machine) counts as down only
+    # when the cluster's own view says so too (``fail?``), or no node answers at all.
+    silent = {node.name for node, pong in zip(primaries, pings, strict=True)
+              if isinstance(pong, BaseException) and not isinstance(pong, BUSY)}
+    for node in nodes:
+        if node.name in silent:
+            continue
+        # (a node whose ping timed out is asked too: busy, not necessarily down)
+        try:
+            info = await ask(node, "CLUSTER INFO")
+            view = await ask(node, "CLUSTER NODES")
+        except errors:
+            silent.add(node.name)
+            continue
+        problems = []
+        down = sorted(address.split("@")[0] for address, fields in view.items()
+                      if _master_down(fields, address.split("@")[0] in silent))
+        if down:
+            problems.append("master(s) " + ", ".join(down) + " down or unreachable")
+        state, slots_ok = str(info.get("cluster_state")), int(info.get("cluster_slots_ok", 0))
+        if state != "ok":
+            problems.append(f"cluster_state:{state}")
+        if slots_ok < HASH_SLOTS:
+            problems.append(f"cluster_slots_ok:{slots_ok} of {HASH_SLOTS}")
+        return "; ".join(problems) or None
+    return "no Redis Cluster node answers (" + ", ".join(sorted(silent)) + ")"
+
+
+def _master_down(fields: dict[str, Any], silent: bool) -> bool:
+    """A node of ``CLUSTER NODES`` is a master holding slots that is down: suspected or marked
+    failed, or not answering us."""
+    flags = fields["flags"]
+    flags = set(flags.split(",") if isinstance(flags, str) else flags)
+    return "master" in flags and bool(fields.get("slots")) and (
+        silent or "fail" in flags or "fail?" in flags)

@@ -85,8 +85,17 @@ class Keys:
 
 
 def index_key(prefix: str) -> str:
-    """Set of comparison ids (outside any hash tag: listing is not on the hot path)."""
+    """Set of comparison ids (outside any hash tag, written by separate commands): what the
+    workers' safety sweep reads. Kept beside ``created_key`` (and read by earlier versions)."""
     return f"{prefix}:comparisons"
+
+
+def created_key(prefix: str) -> str:
+    """Sorted set of comparison ids scored by creation time (seconds): what the paginated
+    listing reads, newest first. Outside any hash tag like ``index_key``; comparisons created
+    by a version without it are added from ``index_key`` when a listing finds the two differ
+    (``Comparisons.reconcile_index``)."""
+    return f"{prefix}:comparisons:created"
 
 
 def work_channel(prefix: str) -> str:

@@ -14,7 +14,7 @@ import redis
 
 from service.schemas import ComparisonSpec
 from service.store import scripts
-from service.store.connection import SyncClient, publish_command
+from service.store.connection import SyncClient, is_cluster, publish_command
 from service.store.keys import GROUP, Keys
 from service.store.trace import encode_point
 
@@ -111,6 +111,29 @@ class Queue:
         except redis.ResponseError:  # the stream is gone (comparison deleted meanwhile)
             return []
         return [name.decode() for name in removed]
+
+    def prune_consumers_many(self, cids: list[str], idle: float,
+                             page: int = 500) -> dict[str, list[str]]:
+        """``prune_consumers`` of each comparison, pipelined ``page`` at a time on one node (a
+        cluster runs them one by one); only comparisons that lost a consumer are returned."""
+        if is_cluster(self.client):
+            found = {cid: self.prune_consumers(cid, idle) for cid in cids}
+            return {cid: names for cid, names in found.items() if names}
+        removed: dict[str, list[str]] = {}
+        for start in range(0, len(cids), page):
+            part = cids[start:start + page]
+            pipe = self.client.pipeline(transaction=False)
+            for cid in part:
+                self._prune(keys=[self.keys(cid).stream],
+                            args=[GROUP, _ms(idle), self.consumer], client=pipe)
+            for cid, result in zip(part, pipe.execute(raise_on_error=False), strict=True):
+                if isinstance(result, redis.ResponseError):
+                    continue  # the stream is gone (comparison deleted meanwhile)
+                if isinstance(result, Exception):
+                    raise result
+                if result:
+                    removed[cid] = [name.decode() for name in result]
+        return removed
 
     def snapshot(self, cid: str) -> Snapshot | None:
         keys = self.keys(cid)

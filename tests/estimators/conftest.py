@@ -39,20 +39,6 @@ def make_stream(family: str, rows: int, seed: int) -> Stream:
     raise ValueError(family)
 
 
-@pytest.fixture(autouse=True)
-def one_intra_op_thread():
-    """Run each estimator test on one torch thread, then restore the setting.
-
-    The tensors here are tiny (64 particles); with torch's default of one intra-op thread per
-    core, every small op pays a thread hand-off, and on a busy 2-core machine that measured ~100×
-    slower (4 Beta–Bernoulli runs: 0.14 s on one thread, 15 s on two, load average 5.6).
-    """
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 @pytest.fixture
 def stream() -> Callable[[str, int, int], Stream]:
     return make_stream

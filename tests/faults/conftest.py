@@ -1,4 +1,5 @@
-"""A service made of real processes (redis-server with AOF, the API, workers) to kill."""
+"""A service made of real processes (redis-server with AOF, the API, workers) to kill. Every
+test in this folder is marked ``e2e`` (tests/conftest.py)."""
 
 from __future__ import annotations
 

@@ -125,6 +125,7 @@ def quadrature_log_evidence(model: PoissonRegression, x: torch.Tensor, y: torch.
     return float(torch.logsumexp(log_joint, 0)) + math.log(cell)
 
 
+@pytest.mark.slow
 def test_sgais_evidence_matches_quadrature(generator: torch.Generator) -> None:
     """The family needs nothing from the estimators but the Model interface: SG-AIS's log Z on
     80 rows agrees with 2-D quadrature."""

@@ -1,4 +1,10 @@
-"""Service test fixtures: servers on the embedded Redis and on 127.0.0.1:6379."""
+"""Service test fixtures: servers on the embedded Redis and on 127.0.0.1:6379.
+
+The tests sit in folders that mirror the service's packages (api/, store/, worker/, cli/,
+client/, core/; deploy/ for the compose files). They import the helpers beside this file
+(``service_server``, ``service_helpers``, ``redis_cluster``) by bare name: pytest's default
+import mode puts this folder on ``sys.path`` when it loads this conftest, before any test below
+it (so test files need unique names: tests/test_layout.py checks)."""
 
 from __future__ import annotations
 

@@ -17,7 +17,7 @@ from service_helpers import chunks, regression_data
 from service.api.main import create_app
 from service.core.config import Settings
 from service.store.connection import Connection, SyncClient
-from service.store.keys import Keys
+from service.store.keys import Keys, index_key
 from service.worker import Worker
 
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
@@ -135,3 +135,18 @@ def run_until_applied(workers: list[Worker], store: SyncClient, keys: Keys, sequ
 
 def states(store: SyncClient, keys: Keys) -> dict[bytes, bytes]:
     return dict(store.hgetall(keys.states))
+
+
+def snapshot(server: Server, cid: str) -> dict[str, Any]:
+    """Everything stored about one comparison (and the index), to compare before and after."""
+    store = server.redis()
+    keys = Keys(server.settings.key_prefix, cid)
+    return {
+        "meta": store.hgetall(keys.meta),
+        "evidence": store.get(keys.evidence),
+        "stream": store.xlen(keys.stream),
+        "blocks": store.llen(keys.blocks),
+        "states": store.hgetall(keys.states),
+        "keys": sorted(store.scan_iter(match=keys.pattern)),
+        "index": store.smembers(index_key(server.settings.key_prefix)),
+    }

@@ -6,7 +6,7 @@ import time
 import uuid
 from typing import Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from estimators import state_to_bytes
@@ -31,7 +31,7 @@ from service.schemas import (
     comparison_spec,
     prior_weights,
 )
-from service.store.comparisons import Comparisons, Meta
+from service.store.comparisons import BadCursor, Comparisons, Meta
 from service.validation import first_stored_refusal
 
 router = APIRouter(prefix="/v1/comparisons", tags=["comparisons"])
@@ -97,20 +97,31 @@ async def create_comparison(body: ComparisonIn, store: StoreDep,
     return describe(Meta(spec, 0, 0, 0))
 
 
-@router.get("", **returns(ComparisonList), responses=error_responses(503))
-async def list_comparisons(store: StoreDep, access: AccessDep) -> dict[str, Any]:
+LIST_LIMIT, LIST_LIMIT_MAX = 50, 500  # a page's comparisons: default, maximum
+LIST_EXAMINE = 1000  # comparisons one page looks at, at most, when the key's scope hides some
+
+
+@router.get("", **returns(ComparisonList), responses=error_responses(422, 503))
+async def list_comparisons(
+    store: StoreDep,
+    access: AccessDep,
+    limit: int = Query(LIST_LIMIT, ge=1, le=LIST_LIMIT_MAX,
+                       description="comparisons per page at most"),
+    cursor: str | None = Query(None, max_length=200,
+                               description="the next_cursor of the previous page"),
+) -> dict[str, Any]:
     """The comparisons the caller's API key may read (all of them when keys are off), newest
-    first."""
-    described = []
-    for cid in await store.ids():
-        try:
-            meta = await store.meta(cid)
-        except LookupError:
-            continue  # deleted meanwhile
-        if access.allows("read", cid, meta.spec.name):
-            described.append(describe(meta))
-    described.sort(key=lambda c: c["created_at"], reverse=True)
-    return {"comparisons": described}
+    first, one page at a time: follow ``next_cursor`` until it is null. Comparisons created
+    after the first page are not in later pages; deleted ones drop out. With a key whose scope
+    hides most comparisons a page may hold fewer than ``limit`` (even none) before the end."""
+    visible = None if access.everything("read") else (
+        lambda cid, name: access.allows("read", cid, name))
+    try:
+        page = await store.page(limit, cursor, visible, LIST_EXAMINE)
+    except BadCursor as exc:
+        raise ApiError(422, "invalid_request", str(exc), {"cursor": cursor}) from None
+    return {"comparisons": [describe(meta) for meta in page.comparisons],
+            "next_cursor": page.next_cursor}
 
 
 @router.get("/{cid}", **returns(ComparisonOut), responses=error_responses(404, 503))

@@ -1,14 +1,16 @@
-"""Liveness, readiness (Redis reachable) and Prometheus metrics."""
+"""Liveness, readiness (Redis reachable; on a Redis Cluster, every slot served) and Prometheus
+metrics."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from redis.exceptions import RedisError
+from redis.exceptions import RedisClusterException, RedisError
 
 from service.api.deps import MetricsDep, StoreDep
 from service.api.errors import error_response, error_responses
 from service.api.responses import Status
+from service.store.connection import cluster_problem, is_cluster
 
 router = APIRouter(tags=["health"])
 
@@ -21,12 +23,23 @@ async def healthz() -> dict[str, str]:
 @router.get(
     "/readyz",
     response_model=None,
-    responses={200: {"model": Status, "description": "Redis answers"}, **error_responses(503)},
+    responses={200: {"model": Status, "description": "Redis answers (on a Redis Cluster: every "
+                     "slot is served)"}, **error_responses(503)},
 )
 async def readyz(store: StoreDep) -> dict[str, str] | Response:
+    """503 ``redis_unreachable`` when Redis does not answer; on a Redis Cluster, 503
+    ``cluster_degraded`` naming the reason while some slot is not served (a master down without
+    a replica to take over, or one suspected down: its comparisons cannot be read or written)."""
+    client = store.client
     try:
-        await store.client.ping()
-    except (RedisError, OSError) as exc:
+        if is_cluster(client):
+            problem = await cluster_problem(client)  # type: ignore[arg-type]
+            if problem is not None:
+                return error_response(503, "cluster_degraded", f"Redis Cluster: {problem}",
+                                      headers={"Retry-After": "1"})
+        else:
+            await client.ping()
+    except (RedisError, RedisClusterException, OSError) as exc:
         return error_response(503, "redis_unreachable", str(exc))
     return {"status": "ready"}
 

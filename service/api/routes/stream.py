@@ -8,11 +8,11 @@ import asyncio
 import contextlib
 import json
 
-import redis.exceptions as redis
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from service.api.broadcast import Closing
 from service.api.deps import BroadcasterDep, StoreDep
+from service.api.errors import UNAVAILABLE, unavailable
 from service.store.comparisons import NotFound
 
 router = APIRouter(tags=["stream"])
@@ -40,11 +40,14 @@ async def evidence_stream(
                 "details": {"id": cid}}})
             await websocket.close(code=CLOSE_NOT_FOUND)
             return
-        except (redis.ConnectionError, redis.TimeoutError):
+        except UNAVAILABLE as exc:
             # Accepted only to say why: no snapshot to send, so no stream to follow.
             await websocket.accept()
-            await websocket.close(code=CLOSE_TRY_AGAIN_LATER,
-                                  reason="the data store is unreachable or busy; reconnect")
+            code, _ = unavailable(exc)
+            reason = ("the Redis Cluster shard holding this comparison is down or failing over; "
+                      "reconnect" if code == "cluster_unavailable"
+                      else "the data store is unreachable or busy; reconnect")
+            await websocket.close(code=CLOSE_TRY_AGAIN_LATER, reason=reason)
             return
         await websocket.accept()
         await websocket.send_text(json.dumps({"type": "snapshot", "evidence": evidence}))

@@ -62,7 +62,7 @@ def test_sgais_with_correction_matches_exact_evidence(stream, seed: int) -> None
     model, x, y = stream("linear_regression", 400, seed)
     tracker = OnlineEvidence(
         model, seed=seed, full_batch_rows=40, batch_size=20, mh_correction="barker", lr=0.05
-    )  # lr as when the bounds below were measured (the default is 0.025 now)
+    )  # the lr the bounds below were measured at (the default is 0.025)
     for start in range(0, 400, 50):
         info = tracker.update(x[start : start + 50], y[start : start + 50])
     assert 0.1 < info.acceptance_rate < 0.5  # Barker tests only (n > 40)

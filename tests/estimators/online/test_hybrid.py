@@ -27,7 +27,9 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.mark.parametrize("family", ["linear_regression", "beta_bernoulli"])
+@pytest.mark.parametrize(
+    "family", [pytest.param("linear_regression", marks=pytest.mark.slow), "beta_bernoulli"]
+)
 def test_matches_exact_evidence(stream, family: str) -> None:
     # 40-row POSTs: the nested phase re-runs at 40 and 80 rows and the third POST crosses
     # nested_rows = 100, so every path of ``update`` is taken. Measured over 15 seeds on these
@@ -43,6 +45,7 @@ def test_matches_exact_evidence(stream, family: str) -> None:
     assert abs(tracker.log_evidence - exact) < 0.5 + 4.0 * tracker.log_evidence_stderr
 
 
+@pytest.mark.slow
 def test_crossing_chunk_is_nested_then_sgais(stream) -> None:
     """A chunk crossing nested_rows: nested sampling on the rows up to it, its samples resampled
     to equal weights as SG-AIS's starting state, SG-AIS on the rest, one generator throughout."""

@@ -61,6 +61,7 @@ def test_a_joined_state_splits_back_into_its_systems() -> None:
             assert torch.allclose(getattr(back, name), getattr(original, name)), name
 
 
+@pytest.mark.slow
 def test_each_island_runs_as_one_system_with_its_own_generator() -> None:
     rows = linear_rows(0)
     single = sgais.bind(model(), SGAISSettings(particles=16))

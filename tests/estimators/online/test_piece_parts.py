@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from estimators import OnlineEvidence, exact_log_evidence
@@ -113,6 +114,7 @@ def test_the_first_careful_step_resamples_to_more_particles() -> None:
     assert [name for name, _ in made] == ["plain", "careful", "careful"]
 
 
+@pytest.mark.slow
 def test_a_long_piece_runs_with_more_particles_and_ends_with_m() -> None:
     """A piece that turns careful is resampled up to ``surprise_particles`` × M for its careful
     steps and back to M at its end: the state keeps M particles and equal weights."""
@@ -146,6 +148,7 @@ def test_a_long_piece_runs_with_more_particles_and_ends_with_m() -> None:
     torch.testing.assert_close(state.log_weights.exp().sum(), torch.tensor(1.0, dtype=F64))
 
 
+@pytest.mark.slow
 def test_the_piece_after_the_selection_back_to_m_counts_it() -> None:
     """The state keeps the Eves of the selection back to M (the 3M particles it drew from,
     relabelled over those it copied); the next piece's variance starts its genealogy there, and
@@ -196,6 +199,7 @@ def drifting(rows: int, change: int, seed: int) -> tuple[torch.Tensor, torch.Ten
                                                                         dtype=F64)
 
 
+@pytest.mark.slow
 def test_log_z_holds_its_error_bar_across_a_change_point() -> None:
     """Before (one ladder and move length for every step, the anchor fixed within a piece) the
     same two streams read z = +2.9 and −4.0."""
@@ -209,6 +213,7 @@ def test_log_z_holds_its_error_bar_across_a_change_point() -> None:
         assert abs(error) < 2.5 * tracker.log_evidence_stderr, (seed, error)
 
 
+@pytest.mark.slow
 def test_the_careful_parts_wait_for_the_end_of_the_exact_phase() -> None:
     """Pieces annealed while the past is used in full leave the prior and take long ladders by
     nature; there the careful parts (more steps of particle-preconditioned moves) biased

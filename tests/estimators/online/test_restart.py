@@ -78,6 +78,7 @@ def test_divergence_or_a_frozen_cloud_leaves_the_particles_astray_not_a_long_lad
     assert not astray((piece((0.0,) * 40, ess=1.0),), 0.9)
 
 
+@pytest.mark.slow
 def test_a_surprising_chunk_alone_makes_no_re_estimate() -> None:
     """A drifting stream surprises the particles at each change point (long ladders, extra
     moves) but leaves nothing diverged or frozen: no re-estimate, and log Z stays exact."""
@@ -94,6 +95,7 @@ def test_a_surprising_chunk_alone_makes_no_re_estimate() -> None:
     assert abs(error) < 3 * tracker.log_evidence_stderr
 
 
+@pytest.mark.slow
 def test_re_estimates_of_an_astray_cloud_replay_every_row_and_leave_log_z_exact(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -120,6 +122,7 @@ def test_re_estimates_of_an_astray_cloud_replay_every_row_and_leave_log_z_exact(
     assert abs(error) < 3 * tracker.log_evidence_stderr
 
 
+@pytest.mark.slow
 def test_a_re_estimate_past_half_the_remaining_budget_is_abandoned(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

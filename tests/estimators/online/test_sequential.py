@@ -31,6 +31,7 @@ def test_one_step_per_piece_and_uniform_weights(stream) -> None:
     assert tracker.log_evidence == pytest.approx(total + variance / 2)  # log Ẑ + σ̂²/2
 
 
+@pytest.mark.slow
 def test_sequential_is_the_weaker_peer(stream) -> None:
     """Measured once at N = 300 (8 seeds, 50-row POSTs): sequential errs by −5.9 ± 5.8 nats on
     linear regression where SG-AIS errs by −0.4 ± 0.4, and by −0.25 ± 0.27 on Beta–Bernoulli.

@@ -39,7 +39,11 @@ def run(stream, family: str, seed: int, rows: int = ROWS, **config) -> tuple[Onl
     return tracker, exact_log_evidence(model, x, y)
 
 
-@pytest.mark.parametrize("family", sorted(BIAS_ALLOWANCE))
+# Beta–Bernoulli, the cheapest, stays in the fast loop; the others run in the full suite.
+@pytest.mark.parametrize("family", [
+    f if f == "beta_bernoulli" else pytest.param(f, marks=pytest.mark.slow)
+    for f in sorted(BIAS_ALLOWANCE)
+])
 def test_matches_exact_evidence(stream, family: str) -> None:
     errors, stderrs = [], []
     for seed in SEEDS:
@@ -160,6 +164,7 @@ def test_density_model_without_targets() -> None:
     assert tracker.predict(x[:3]).log_density.shape == (3,)
 
 
+@pytest.mark.slow
 def test_logistic_regression_survives_minibatch_moves() -> None:
     """4-class softmax regression with weights from the prior, past the full-batch phase."""
     g = torch.Generator().manual_seed(0)
@@ -210,6 +215,7 @@ def test_the_diverged_fraction_reports_sghmc_trajectories_undone(stream, method:
     assert wild.diverged_fraction > 0.5
 
 
+@pytest.mark.slow
 def test_score_controls_apply_only_where_the_particles_fit_them(stream) -> None:
     """Softmax regression (44 parameters) needs 180 particles for the fit: at 64 its updates are
     bit for bit those of plain increments. Linear regression (4 here) takes them."""
@@ -229,6 +235,7 @@ def test_score_controls_apply_only_where_the_particles_fit_them(stream) -> None:
         assert (found[0] != found[1]) == changed, model.family
 
 
+@pytest.mark.slow
 def test_score_controls_narrow_the_spread_over_engine_seeds(stream) -> None:
     """The same 1,500 rows under 10 engine seeds: log Ẑ varies less with the controls, and the
     stderr reports the narrower spread."""

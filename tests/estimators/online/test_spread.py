@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from estimators import OnlineEvidence
@@ -66,6 +67,7 @@ def test_the_update_generator_is_not_drawn_from() -> None:
     assert torch.equal(generator.get_state(), before)
 
 
+@pytest.mark.slow
 def test_updates_measure_it_past_each_multiple_of_spread_rows_or_while_a_re_estimate_can_come(
 ) -> None:
     """Without re-estimates only the updates whose rows cross a multiple of ``SPREAD_ROWS``

@@ -3,6 +3,7 @@ that SG-AIS re-anchors and moves more after a change point while staying exact o
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from estimators import OnlineEvidence, exact_log_evidence
@@ -43,6 +44,7 @@ def shifted(rows: int, change: int, seed: int) -> tuple[torch.Tensor, torch.Tens
     return x, (x * chosen[:, :-1]).sum(1) + chosen[:, -1] + noise
 
 
+@pytest.mark.slow
 def test_a_change_point_triggers_extra_moves_and_log_z_stays_exact() -> None:
     model = LinearRegression(2)
     x, y = shifted(1200, 700, 1)

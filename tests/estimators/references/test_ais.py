@@ -27,7 +27,10 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
-@pytest.mark.parametrize("family", ["linear_regression", "linear_regression_unknown_noise"])
+@pytest.mark.parametrize(
+    "family",
+    ["linear_regression", pytest.param("linear_regression_unknown_noise", marks=pytest.mark.slow)],
+)
 def test_matches_exact_evidence(stream, family: str) -> None:
     # AIS's log Ẑ is biased low by about half its variance, and its stderr ignores the
     # correlation between steps. Measured over 20 seeds (2026-11-22, 300 rows, defaults): mean

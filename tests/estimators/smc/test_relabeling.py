@@ -53,6 +53,7 @@ def test_only_models_with_relabellings_are_symmetric() -> None:
     assert is_label_symmetric(GaussianMixture(1, 2))
 
 
+@pytest.mark.slow
 def test_sgais_on_aligned_mixture_particles_matches_enumeration() -> None:
     """16 rows of two clusters in 2-row chunks (the exact-HMC phase, particles aligned at every
     annealing step) against log Z summed over all 2^16 assignments. Measured over seeds 0-5:
