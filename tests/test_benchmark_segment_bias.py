@@ -14,6 +14,7 @@ from estimators import OnlineEvidence
 BenchmarkModule = Callable[[str], ModuleType]  # the ``benchmark_module`` fixture (conftest)
 
 
+@pytest.mark.slow
 def test_runs_continue_one_shared_state_with_their_own_seed_against_the_exact_increment(
     benchmark_module: BenchmarkModule,
 ) -> None:

@@ -122,6 +122,7 @@ SNIPPETS = [(page, index, code) for page in sorted(pages() - SERVER_PAGES)
 
 @pytest.mark.parametrize(("page", "index", "code"), SNIPPETS,
                          ids=[f"{page}:{index}" for page, index, _ in SNIPPETS])
+@pytest.mark.slow
 def test_python_snippets_run(page: str, index: int, code: str,
                              capsys: pytest.CaptureFixture[str]) -> None:
     threads = torch.get_num_threads()

@@ -55,6 +55,7 @@ def private_imports(path: Path) -> list[str]:
     return found
 
 
+@pytest.mark.slow
 def test_no_private_names_are_imported_across_modules() -> None:
     offenders = {
         str(path.relative_to(ROOT)): found

@@ -54,6 +54,7 @@ LIBRARY_SNIPPETS = [code for code in fenced("python")
                     if code not in fenced("python", section(TOUR_HEADING))]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("index", range(len(LIBRARY_SNIPPETS)))
 def test_python_snippets_run(index: int, capsys: pytest.CaptureFixture[str]) -> None:
     threads = torch.get_num_threads()

@@ -50,6 +50,7 @@ def test_settings_cover_every_method() -> None:
     assert set(SMALL) == set(METHODS)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", sorted(set(METHODS) - {"exact"}))
 def test_a_passed_deadline_stops_the_update_and_changes_nothing(method: str) -> None:
     tracker = OnlineEvidence(LinearRegression(2), method=method, seed=1, **SMALL[method])

@@ -70,6 +70,7 @@ def rows(count: int) -> tuple[torch.Tensor, torch.Tensor]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("method", sorted(METHODS))
 def test_every_method_runs_on_the_device(method: str, device: str) -> None:

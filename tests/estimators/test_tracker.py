@@ -101,6 +101,7 @@ def test_online_evidence_resumes_mid_stream() -> None:
     assert resumed.state_bytes() == uninterrupted.state_bytes()
 
 
+@pytest.mark.slow
 def test_columns_select_what_the_model_reads() -> None:
     """A model over columns [2, 0] of a wide stream is the same run as over those columns."""
     x, y = wide_stream(200, 4)
@@ -122,6 +123,7 @@ def schedule_pieces(rows: int) -> list[tuple[int, int]]:
     return list(split_points(0, rows))
 
 
+@pytest.mark.slow
 def test_big_post_is_split_on_the_schedule_boundaries() -> None:
     """One POST of 3000 rows = the same rows POSTed in schedule-sized pieces: same number of
     sub-chunks (each piece is one), same n; covers all three regimes (20, n/4, 500).
@@ -150,6 +152,7 @@ def test_big_post_is_split_on_the_schedule_boundaries() -> None:
     assert odd.n_observations == 3000
 
 
+@pytest.mark.slow
 def test_big_post_and_pieces_agree_statistically() -> None:
     """Default settings, N = 600: one POST vs schedule pieces use different random streams, so
     they agree only statistically. Each run is within its reported error of the exact value
@@ -234,6 +237,7 @@ def test_a_chunk_of_another_width_is_rejected_without_change() -> None:
     assert tracker.state_bytes() == before
 
 
+@pytest.mark.slow
 def test_inputs_may_be_lists_arrays_or_tensors() -> None:
     x, y = wide_stream(30, 8, columns=2)
     results = set()

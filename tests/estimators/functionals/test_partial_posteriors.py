@@ -37,6 +37,7 @@ def z_scores(estimate, exact: torch.Tensor) -> torch.Tensor:
     return (estimate.estimate - exact) / estimate.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["mean", "second_moment", "predictive"])
 def test_linear_regression_is_unbiased(stream, kind: str) -> None:
     model, x, y = stream("linear_regression", 2000, 0)
@@ -130,6 +131,7 @@ def test_subset_sizes_double_and_end_at_n() -> None:
     )
 
 
+@pytest.mark.slow
 def test_expected_cost_grows_like_n_to_the_one_minus_alpha() -> None:
     """Rows read per repetition, counted, against N = 2^10 … 2^16: the log-log slope is 1 − α."""
     alpha, sizes, measured = 0.5, [2**10, 2**13, 2**16], []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from estimators.data.history import Rows, RowsHistory
@@ -17,6 +18,7 @@ from estimators.moves.barker import (
 DELTAS = (-3.0, -1.0, 0.0, 0.5, 2.5)
 
 
+@pytest.mark.slow
 def test_correction_table_reproduces_the_logistic_cdf() -> None:
     table = correction_table()
     gap = max_cdf_gap(table)
@@ -66,6 +68,7 @@ def _check_barker_probability(accept: torch.Tensor, per_delta: int) -> None:
         assert abs(rate - expected) <= 4 * binomial_sd, (delta, rate, expected)
 
 
+@pytest.mark.slow
 def test_minibatch_acceptance_matches_barker_probability() -> None:
     # n = 200 rows, per-row sd 0.03: Var Δ* = n² · 0.03² / b ≤ 1 needs b ≥ 36, reached in the
     # third stage (16 → 48 → 112 rows drawn) with no full pass.
@@ -77,6 +80,7 @@ def test_minibatch_acceptance_matches_barker_probability() -> None:
     assert 36 <= float(rows.double().mean()) <= 112
 
 
+@pytest.mark.slow
 def test_full_pass_when_the_minibatch_cannot_reach_unit_variance() -> None:
     # Per-row sd 0.5: b would need 10,000 rows > n, so every test takes the exact sum.
     per_delta = 20_000

@@ -46,6 +46,7 @@ def _whitened_covariance(corrected: bool, lr: float) -> tuple[torch.Tensor, floa
     return torch.stack(covariances).mean(0) - torch.eye(3, dtype=torch.float64), rate
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lr", [0.3, 1.0])
 def test_correction_keeps_the_exact_posterior_where_sghmc_drifts(lr: float) -> None:
     # Measured: plain SGHMC inflates the posterior variance 1.5× (lr 0.3) and 4.6× (lr 1.0);
@@ -57,6 +58,7 @@ def test_correction_keeps_the_exact_posterior_where_sghmc_drifts(lr: float) -> N
     assert 0.05 < acceptance < 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_sgais_with_correction_matches_exact_evidence(stream, seed: int) -> None:
     model, x, y = stream("linear_regression", 400, seed)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 from gaussian_posterior import ROWS, conjugate_posterior
 
@@ -14,6 +15,7 @@ from estimators.online.target import anchor_at
 CHAINS, STEPS, BURN_IN = 1000, 100, 30
 
 
+@pytest.mark.slow
 def test_random_walk_leaves_the_exact_posterior_invariant() -> None:
     """Chains started 2× over-dispersed converge to the exact posterior mean and covariance.
 

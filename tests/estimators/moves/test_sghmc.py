@@ -139,6 +139,7 @@ def _discretised_variance(step: float, friction: float) -> float:
     return float(solve_discrete_lyapunov(transition, noise)[0, 0])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_noise_friction_samples_the_posterior_where_plain_sghmc_runs_hot(seed: int) -> None:
     # Measured over seeds 0-4 (150 moves): plain SGHMC's whitened second moment has diagonal

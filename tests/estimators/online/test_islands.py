@@ -93,6 +93,7 @@ def test_each_island_runs_as_one_system_with_its_own_generator() -> None:
     assert 1.0 <= three.ess(state) <= 48.0
 
 
+@pytest.mark.slow
 def test_four_islands_against_the_exact_evidence_with_half_the_stderr() -> None:
     rows = linear_rows(1)
     exact = exact_log_evidence(model(), rows.x, rows.y)

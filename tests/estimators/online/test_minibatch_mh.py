@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from estimators import OnlineEvidence, exact_log_evidence
 
 
+@pytest.mark.slow
 def test_minibatch_mh_method_matches_exact_evidence(stream) -> None:
     model, x, y = stream("linear_regression", 400, 11)
     tracker = OnlineEvidence(

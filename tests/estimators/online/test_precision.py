@@ -58,6 +58,7 @@ def test_float32_sums_answer_in_float64_within_float32_rounding(model: Model) ->
     assert torch.equal(same[0], exact_value) and torch.equal(same[1], exact_grad)
 
 
+@pytest.mark.slow
 def test_exact_hmc_steered_by_a_wrong_force_still_samples_the_posterior() -> None:
     """Exact HMC whose inner leapfrog kicks read a force 60% too strong (``ExactTarget.grad``:
     the rows at weight 1.6) still leaves the exact conjugate posterior invariant: the leapfrog
@@ -90,6 +91,7 @@ def test_exact_hmc_steered_by_a_wrong_force_still_samples_the_posterior() -> Non
     assert float((second - torch.eye(3, dtype=torch.float64)).abs().max()) < 5 * (2 / draws) ** 0.5
 
 
+@pytest.mark.slow
 def test_float32_noise_friction_falls_back_to_float64_beyond_its_range() -> None:
     """A gradient-noise factor whose squares overflow float32 (entries 1e20) gives the friction
     float64 gives, finite; before the fallback its eigenvalues came out of an inf matrix."""
@@ -103,6 +105,7 @@ def test_float32_noise_friction_falls_back_to_float64_beyond_its_range() -> None
         torch.testing.assert_close(applied, expected, rtol=1e-5, atol=0.0)
 
 
+@pytest.mark.slow
 def test_sghmc_on_gradients_beyond_float32_takes_its_noise_in_float64() -> None:
     """A mixture particle with a component of variance e^-100 has row gradients near 1e43, past
     float32's 3e38: the move's noise estimate is taken again in float64, and the move runs (its

@@ -167,6 +167,7 @@ def iid(rows: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
                                                                           dtype=F64)
 
 
+@pytest.mark.slow
 def test_a_frozen_cloud_is_astray_and_re_estimated() -> None:
     """A cloud collapsed onto one point (what sorted mixture data set 22 came to) explains
     each piece in one annealing step, surprises no one and diverges nowhere: its spread beside
@@ -195,6 +196,7 @@ def test_a_frozen_cloud_is_astray_and_re_estimated() -> None:
     assert int(tracker.state.astray_rows) == 0  # the pass's cloud follows the posterior
 
 
+@pytest.mark.slow
 def test_a_pass_that_froze_leaves_the_particles_astray(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every cloud reads as frozen here, the re-estimate's too: it still replaces the state
     (the in-order one is no better), but the next re-estimate is due once n has doubled,

@@ -39,11 +39,8 @@ def run(stream, family: str, seed: int, rows: int = ROWS, **config) -> tuple[Onl
     return tracker, exact_log_evidence(model, x, y)
 
 
-# Beta–Bernoulli, the cheapest, stays in the fast loop; the others run in the full suite.
-@pytest.mark.parametrize("family", [
-    f if f == "beta_bernoulli" else pytest.param(f, marks=pytest.mark.slow)
-    for f in sorted(BIAS_ALLOWANCE)
-])
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(BIAS_ALLOWANCE))
 def test_matches_exact_evidence(stream, family: str) -> None:
     errors, stderrs = [], []
     for seed in SEEDS:
@@ -144,6 +141,7 @@ def test_model_without_closed_form() -> None:
     torch.testing.assert_close(probabilities.sum(1), torch.ones(5, dtype=torch.float64))
 
 
+@pytest.mark.slow
 def test_density_model_without_targets() -> None:
     """A Gaussian mixture reads x only (no y): two well-separated clusters in 2-d."""
     g = torch.Generator().manual_seed(9)
@@ -198,6 +196,7 @@ def test_ess_of_the_state_matches_the_last_update() -> None:
     assert tracker.estimator.ess(tracker.state) == pytest.approx(info.ess)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["sgais", "sequential"])
 def test_the_diverged_fraction_reports_sghmc_trajectories_undone(stream, method: str) -> None:
     """NaN while the moves are exact HMC; after the full-batch phase near 0 at the default

@@ -29,8 +29,9 @@ def gen(seed: int) -> torch.Generator:
 
 @pytest.mark.parametrize(
     "family",
-    ["linear_regression", pytest.param("linear_regression_unknown_noise", marks=pytest.mark.slow)],
+    ["linear_regression", "linear_regression_unknown_noise"],
 )
+@pytest.mark.slow
 def test_matches_exact_evidence(stream, family: str) -> None:
     # AIS's log Ẑ is biased low by about half its variance, and its stderr ignores the
     # correlation between steps. Measured over 20 seeds (2026-11-22, 300 rows, defaults): mean
@@ -62,6 +63,7 @@ def test_counts_likelihood_evaluations(stream) -> None:
     assert result.particles.shape == (16, 4) and result.log_weights.shape == (16,)
 
 
+@pytest.mark.slow
 def test_update_equals_run_on_all_rows(stream) -> None:
     model, x, y = stream("linear_regression", 80, 1)
     config = AISSettings(particles=32)

@@ -60,6 +60,7 @@ def test_linear_regression_matches_the_closed_form() -> None:
     assert result.pareto_k < 0.7 and result.ess > 0.5 * 2048
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_mixture_matches_enumeration_over_assignments(seed: int) -> None:
     x = two_clusters(12, 1, seed)
@@ -80,6 +81,7 @@ class OneLabeling(GaussianMixture):
         return theta[None]
 
 
+@pytest.mark.slow
 def test_relabelings_count_every_mode() -> None:
     # Two well-separated clusters: the K! = 2 modes barely overlap, so a proposal on one of them
     # finds Z / 2, and the relabeled proposal the whole of Z.
@@ -91,6 +93,7 @@ def test_relabelings_count_every_mode() -> None:
     assert abs(one.evidence.log_evidence - (exact - math.log(2))) < 4 * stderr + 0.01
 
 
+@pytest.mark.slow
 def test_proposal_density_is_the_relabeled_student_t() -> None:
     model = GaussianMixture(1, 2)
     x = two_clusters(12, 1, 0)

@@ -31,6 +31,7 @@ def gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("family", ["beta_bernoulli", "linear_regression"])
 def test_rejection_nested_matches_exact(stream, family: str) -> None:
     # Exact NS: its only error is the shrinkage noise its stderr describes. Measured over 30
@@ -46,7 +47,8 @@ def test_rejection_nested_matches_exact(stream, family: str) -> None:
     assert float(torch.logsumexp(result.log_weights, 0)) == pytest.approx(0.0, abs=1e-12)
 
 
-@pytest.mark.parametrize("rows", [30, pytest.param(300, marks=pytest.mark.slow)])
+@pytest.mark.slow
+@pytest.mark.parametrize("rows", [30, 300])
 def test_reflective_nested_matches_exact_on_linear_regression(stream, rows: int) -> None:
     # Measured over 20 generator seeds on these data: z = error / stderr had mean +0.25, sd 1.12
     # (30 rows) and +0.23, sd 0.96 (300 rows), max |z| 2.1: the moves leave no visible bias.
@@ -94,6 +96,7 @@ def test_reflective_move_keeps_the_constrained_prior() -> None:
     assert ks_2samp(moved_ll.numpy(), reference_ll.numpy()).pvalue > 1e-3
 
 
+@pytest.mark.slow
 def test_update_equals_run_on_all_rows(stream) -> None:
     model, x, y = stream("linear_regression", 60, 4)
     config = NestedSettings(live_points=16, parallel=4, trajectories=1)

@@ -42,6 +42,7 @@ def test_without_resampling_it_is_the_delta_method_of_the_whole_product() -> Non
     assert eve_variance(first_generation(uniform), steps) == pytest.approx(expected, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_with_resampling_it_matches_the_spread_of_log_z_over_runs() -> None:
     """Resampling without moves leaves copies that share their Eve's fate: the Eve-group variance
     tracks the replicate variance of log Ẑ, while the per-step sum falls well short of it."""

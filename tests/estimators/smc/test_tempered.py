@@ -202,6 +202,7 @@ def test_a_move_that_leaves_the_domain_is_undone_for_those_particles() -> None:
                                model.log_likelihood(state.particles, None, y).sum(-1))
 
 
+@pytest.mark.slow
 def test_the_control_variates_correct_only_the_first_step() -> None:
     """The controls are asked for once per ladder, at λ = 0, and only that step carries their
     influence; its increment is the plain one corrected (Beta posterior: the score of π₀ is

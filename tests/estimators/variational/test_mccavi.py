@@ -66,6 +66,7 @@ def test_mixture_elbo_is_below_exact_log_z_by_enumeration() -> None:
     assert exact - result.elbo < math.log(2) + 0.5
 
 
+@pytest.mark.slow
 def test_mixture_elbo_sandwiches_the_sgais_estimate() -> None:
     """ELBO ≤ SG-AIS log Ẑ + 3σ on the same rows (the sandwich users see)."""
     x = two_clusters(40, 1, 1)

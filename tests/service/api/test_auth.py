@@ -110,6 +110,7 @@ def _call(client: httpx.Client, caller: str, method: str, path: str, body: Any) 
     return client.request(method, path, json=body, headers=headers)
 
 
+@pytest.mark.slow
 def test_access_control_matrix(secured: tuple[Server, dict[str, str]]) -> None:
     """Every denial is a JSON 401/403 that changes nothing; then every grant succeeds."""
     server, ids = secured
@@ -169,6 +170,7 @@ def test_a_denial_reveals_nothing_about_other_comparisons(
     assert "team-key" not in repr(server.settings)
 
 
+@pytest.mark.slow
 def test_every_protected_route_needs_a_key_and_public_ones_do_not(
     secured: tuple[Server, dict[str, str]],
 ) -> None:

@@ -85,6 +85,7 @@ def test_exact_loop_matches_the_conjugate_oracle(server: Server) -> None:
         assert parts["right"]["variance"] == pytest.approx(want.variance.tolist(), rel=1e-9)
 
 
+@pytest.mark.slow
 def test_sgais_loop_gives_evidence_near_exact_and_a_bma_prediction(server: Server) -> None:
     x, y = regression_data(120, seed=3)
     with server.client() as client:
@@ -176,6 +177,7 @@ def test_unknown_ids_and_routes_get_404_json(server: Server) -> None:
             assert_error(client.request(method, path, json=body), 404, "not_found")
 
 
+@pytest.mark.slow
 def test_model_added_mid_stream_catches_up_to_the_same_bits(start_server: StartServer) -> None:
     server = start_server("embedded")
     x, y = regression_data(150, seed=5)
@@ -206,6 +208,7 @@ def test_model_added_mid_stream_catches_up_to_the_same_bits(start_server: StartS
     assert math.isfinite(joined["log_evidence"])
 
 
+@pytest.mark.slow
 def test_model_removed_mid_stream_leaves_the_others_bits(start_server: StartServer) -> None:
     """A removed model leaves the probabilities, which renormalise over the others from their
     log Z and prior weights; the others go on to the bits of a comparison that never had it;
@@ -284,6 +287,7 @@ def test_health_readiness_metrics_and_docs(server: Server) -> None:
         assert "/v1/comparisons/{cid}/chunks" in paths
 
 
+@pytest.mark.slow
 def test_wait_times_out_with_202_when_no_worker_runs(start_server: StartServer) -> None:
     server = start_server("embedded", embedded_worker=False, wait_timeout=0.3)
     x, y = regression_data(10)

@@ -45,6 +45,7 @@ def create_with_rows(client, rows: int) -> tuple[str, np.ndarray, np.ndarray]:
     return cid, x, y
 
 
+@pytest.mark.slow
 def test_expectation_is_unbiased_against_the_exact_posterior(start_server: StartServer) -> None:
     with start_server("embedded").client() as client:
         cid, x, y = create_with_rows(client, 1000)
@@ -104,6 +105,7 @@ def test_expectation_errors(start_server: StartServer) -> None:
         assert client.get(f"/v1/comparisons/{cid}/evidence").json()["version"] == 1
 
 
+@pytest.mark.slow
 def test_evidence_carries_the_mccavi_elbo(start_server: StartServer) -> None:
     """``elbo`` where the family has one (≤ the exact log Z), null elsewhere; refreshed when n
     doubles, with the rows it covers in ``elbo_n_observations``."""

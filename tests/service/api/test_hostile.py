@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import quote
 
 import httpx
+import pytest
 import torch
 from safetensors.torch import load as load_safetensors
 from safetensors.torch import save as save_safetensors
@@ -82,6 +83,7 @@ def test_deeply_nested_json_is_a_client_error_everywhere(start_server: StartServ
         assert snapshot(server, cid) == before
 
 
+@pytest.mark.slow
 def test_extreme_but_finite_data_gives_finite_evidence_or_a_clean_rejection(
     start_server: StartServer,
 ) -> None:
@@ -167,6 +169,7 @@ def test_a_deleted_comparison_takes_nothing_and_leaves_no_keys(start_server: Sta
     assert store.smembers(index_key(server.settings.key_prefix)) == set()
 
 
+@pytest.mark.slow
 def test_concurrent_create_ingest_delete_and_reads(start_server: StartServer) -> None:
     """Four clients create, ingest into and delete comparisons while a fifth lists and reads
     them: every answer is a 2xx or a clean 404, and deleted comparisons leave no keys behind."""
@@ -262,6 +265,7 @@ def test_bad_content_length_and_methods_are_4xx(start_server: StartServer) -> No
         assert client.get("/healthz").status_code == 200  # still serving
 
 
+@pytest.mark.slow
 def test_a_degenerate_stored_state_fails_its_model_not_the_request(
     start_server: StartServer,
 ) -> None:

@@ -94,6 +94,7 @@ def test_silent_and_slow_connections_are_closed_after_the_read_timeout(serve: An
         assert client.get(f"/v1/comparisons/{cid}").status_code == 200
 
 
+@pytest.mark.slow
 def test_the_connection_cap_evicts_idle_connections_before_refusing(serve: Any) -> None:
     host, port = serve(max_connections=3, request_read_timeout=30)
     url = f"http://{host}:{port}"
@@ -138,6 +139,7 @@ def test_a_busy_redis_pool_makes_requests_wait_not_fail(serve: Any) -> None:
     assert statuses == [200] * 120
 
 
+@pytest.mark.slow
 def test_an_exhausted_pool_gives_503_and_closes_websockets_with_a_reason(serve: Any) -> None:
     # The pub/sub relay holds the pool's only connection: every other use waits, then fails.
     host, port = serve(redis_pool_size=1, redis_pool_timeout=0.2)

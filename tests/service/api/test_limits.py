@@ -74,6 +74,7 @@ LIMITS = {"max_models": 3, "max_x_dim": 64, "max_comparison_parameters": 50,
     ("hybrid", {"particles": 16, "live_points": 32, "nested_parallel": 8}),
     ("exact", {}),
 ])
+@pytest.mark.slow
 @pytest.mark.parametrize("inputs", [1, 6])
 def test_state_bytes_bounds_what_every_method_stores(
     method: str, settings: dict[str, Any], inputs: int,

@@ -277,6 +277,7 @@ def _body(rng: random.Random, columns: int) -> str:
         '{"x": [[1],,[2]], "y": [1, 2]}', '{"y": [1]}\f', '{"x": [[1],[2]], "y": [1, 2], "z": 1}'])
 
 
+@pytest.mark.slow
 def test_numpy_parsing_answers_and_stores_exactly_what_json_parsing_does() -> None:
     rng = random.Random(7)
     fast = 0
@@ -299,6 +300,7 @@ def test_json_writers_output_takes_the_numpy_path(options: dict[str, Any]) -> No
     assert rows == 50 and bytes(block) == encode_block(x, y)
 
 
+@pytest.mark.slow
 def test_a_chunk_parse_holds_less_than_its_set_aside_multiple() -> None:
     row = "[" + ",".join(["0.5"] * 999) + ",0.5]"
     body = ('{"x": [' + ",".join([row] * 2000) + '], "y": [' + ",".join(["1.5"] * 2000)
@@ -409,6 +411,7 @@ def test_the_cache_is_bounded_by_bytes_least_recently_used_first(
     assert len(counted) == 2 and "a" not in counted
 
 
+@pytest.mark.slow
 def test_narrowed_history_gives_bit_identical_updates() -> None:
     models = [ModelSpec(name="one", family="linear_regression", config={"dim": 1},
                         columns=[6], prior_weight=0.5),

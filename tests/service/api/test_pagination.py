@@ -88,6 +88,7 @@ def test_the_cursor_holds_under_creates_and_deletes(start_server: StartServer) -
         assert again == fresh[::-1] + [cid for cid in newest_first if cid not in gone]
 
 
+@pytest.mark.slow
 def test_limit_and_cursor_bounds(start_server: StartServer) -> None:
     server = start_server("local", embedded_worker=False)
     with server.client() as client:

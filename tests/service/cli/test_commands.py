@@ -206,6 +206,7 @@ def _write_data(tmp_path: Path, rows: int) -> tuple[Path, Path, Any, Any]:
     return csv, parquet, x, y
 
 
+@pytest.mark.slow
 def test_create_ingest_and_watch(tmp_path: Path, embedded_server: Server,
                                  capsys: pytest.CaptureFixture[str]) -> None:
     server = embedded_server
@@ -250,6 +251,7 @@ def test_create_ingest_and_watch(tmp_path: Path, embedded_server: Server,
     assert f"{best['posterior_probability']:.4f}" in out and best["name"] in out
 
 
+@pytest.mark.slow
 def test_watch_follows_updates(embedded_server: Server,
                                capsys: pytest.CaptureFixture[str]) -> None:
     server = embedded_server
@@ -344,6 +346,7 @@ def _csv(path: Path, header: str, rows: list[list[Any]]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_partial_send_is_reported_and_a_rerun_with_another_chunk_size_completes_it(
     tmp_path: Path, start_server: StartServer, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -477,6 +480,7 @@ def test_text_labels_are_numbered_and_refused_labels_name_the_row(
     assert "sent 30 rows of iris.csv in 1 chunks" in err
 
 
+@pytest.mark.slow
 def test_list_delete_predict_version_and_help(
     embedded_server: Server, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

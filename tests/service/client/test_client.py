@@ -128,6 +128,7 @@ def test_every_route_through_the_sync_client(embedded_server: Server) -> None:
     assert cid in gone.value.message and gone.value.details == {"id": cid}
 
 
+@pytest.mark.slow
 def test_errors_carry_the_api_code_and_message(embedded_server: Server) -> None:
     server = embedded_server
     with Client(server.url) as api:
@@ -234,6 +235,7 @@ class LossyProxy:
         self.listener.close()
 
 
+@pytest.mark.slow
 def test_chunks_always_carry_a_key_that_every_retry_reuses(embedded_server: Server) -> None:
     """A chunk without a caller's key gets one; when its reply is lost the client retries with
     that key and the server applies it once. Out of retries, the error says the outcome is

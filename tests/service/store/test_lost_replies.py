@@ -48,6 +48,7 @@ def api_behind(rule: DropRule) -> Iterator[tuple[httpx.Client, SyncClient, str]]
         delete_prefix(LOCAL_REDIS, prefix)
 
 
+@pytest.mark.slow
 def test_keyless_chunks_with_lost_replies_are_recorded_once_and_answered_202() -> None:
     rule = DropRule(marker(scripts.INGEST), every=4, limit=5)
     x, y = regression_data(200)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 import torch
 
 from estimators import BudgetExceeded, Deadline, Progress, Rows
@@ -55,6 +56,7 @@ def replay(runner: SlowRunner, chunks: int, budget: float) -> tuple[int, dict[st
     return state, summary
 
 
+@pytest.mark.slow
 def test_a_replay_step_stops_once_the_update_budget_has_passed() -> None:
     runner = SlowRunner(0.3)
     state, summary = replay(runner, chunks=8, budget=0.5)

@@ -16,6 +16,7 @@ def consumers(server: Server, keys: Keys) -> set[str]:
     return {c["name"].decode() for c in server.redis().xinfo_consumers(keys.stream, GROUP)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["embedded", "local"])  # Redis 6.2 and the server's
 def test_idle_consumers_without_entries_are_removed(start_server: StartServer,
                                                     backend: str) -> None:

@@ -57,6 +57,7 @@ def _until(check: object, timeout: float) -> float:
     return time.monotonic() - started
 
 
+@pytest.mark.slow
 def test_an_idle_worker_reads_no_comparison(start_server: StartServer) -> None:
     """50 idle comparisons, a worker waking every 0.05 s: after its first sweep it sends Redis
     next to nothing (a wake-up reads no comparison and no index)."""
@@ -97,6 +98,7 @@ def test_work_is_picked_up_when_announced_not_polled(start_server: StartServer) 
             assert worker.work.sweeps == 1
 
 
+@pytest.mark.slow
 def test_a_missed_message_is_found_by_the_sweep(start_server: StartServer) -> None:
     server = start_server("local", embedded_worker=False)
     x, y = regression_data(20, seed=2)
@@ -117,6 +119,7 @@ def test_a_missed_message_is_found_by_the_sweep(start_server: StartServer) -> No
         finder.close()
 
 
+@pytest.mark.slow
 def test_a_dead_workers_comparison_is_taken_over_without_a_sweep(
         start_server: StartServer) -> None:
     """Worker A holds the lease and has read the chunks (pending, unacknowledged), then dies.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from service_server import StartServer
 
 from service.lease import held
@@ -12,6 +13,7 @@ from service.store.keys import Keys
 from service.store.queue import Queue
 
 
+@pytest.mark.slow
 def test_a_lease_is_reentrant_renewed_and_released(start_server: StartServer) -> None:
     server = start_server("embedded", embedded_worker=False)
     store, prefix = server.redis(), server.settings.key_prefix

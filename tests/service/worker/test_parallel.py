@@ -51,6 +51,7 @@ def applied(store: redis.Redis, keys: Keys) -> tuple[Any, ...]:
             [(p["sequence"], p["models"]) for p in trace])
 
 
+@pytest.mark.slow
 def test_shared_model_updates_are_bit_identical_to_serial(
     start_server: StartServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -156,6 +157,7 @@ def test_a_staged_failure_says_whether_the_budget_ran_out(start_server: StartSer
     assert ChunkFailed.of({"wrong_noise": broken}).models == {"wrong_noise": broken.error}
 
 
+@pytest.mark.slow
 def test_a_model_that_fails_in_shared_updates_fails_alone(
     start_server: StartServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -68,6 +68,7 @@ def exact_line(*chunks: dict[str, Any]) -> float:
     return exact_log_evidence(LINE, np.array(x), np.array(y), [0])
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("injected")
 def test_halt_keeps_the_last_good_state_until_resumed(start_server: StartServer) -> None:
     server = start_server("embedded", poison_max_attempts=2)
@@ -127,6 +128,7 @@ def wait_for_halt(client: httpx.Client, cid: str, dead_letters: int) -> dict[str
     raise TimeoutError("the comparison did not halt again")
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("injected")
 def test_skip_policy_dead_letters_and_goes_on(start_server: StartServer) -> None:
     server = start_server("embedded", poison_policy="skip", poison_max_attempts=2)
@@ -223,6 +225,7 @@ def failing_model(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(service.engine.Runner, "update", update)
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("failing_model")
 def test_a_model_that_fails_leaves_and_the_others_go_on(start_server: StartServer) -> None:
     server = start_server("embedded", poison_max_attempts=2)

@@ -99,6 +99,7 @@ def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
         "model right unreliable", "model too_few unreliable", "model wrong_noise unreliable"]
 
 
+@pytest.mark.slow
 def test_the_spread_reaches_the_evidence_and_the_trace(start_server: StartServer) -> None:
     """The update whose rows cross 2,000 measures each model's cloud (``info.spread``): near 1
     where it follows the posterior, misspecified models included; the others read null."""

@@ -40,6 +40,7 @@ def stream(chunk: int, rows: int, window: int, method: str = "exact") -> tuple[d
     return summary, x, y
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk", [100, 7])
 def test_the_window_is_the_exact_conditional_evidence_of_the_last_rows(chunk: int) -> None:
     rows, window = 2000, 500

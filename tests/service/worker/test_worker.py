@@ -4,6 +4,7 @@ test_poison.py)."""
 
 from __future__ import annotations
 
+import pytest
 from service_helpers import comparison_body
 from service_server import (
     Server,
@@ -36,6 +37,7 @@ def reference_and_twin(server: Server, seed: int, rows: int, chunk: int,
     return reference, twin
 
 
+@pytest.mark.slow
 def test_two_racing_workers_apply_each_chunk_once(start_server: StartServer) -> None:
     server = start_server("local", embedded_worker=False)
     store, prefix = server.redis(), server.settings.key_prefix
@@ -55,6 +57,7 @@ def test_two_racing_workers_apply_each_chunk_once(start_server: StartServer) -> 
     assert states(store, keys) == states(store, Keys(prefix, reference))
 
 
+@pytest.mark.slow
 def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) -> None:
     server = start_server("embedded", embedded_worker=False)
     store, prefix = server.redis(), server.settings.key_prefix
@@ -82,6 +85,7 @@ def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) 
     assert (states(store, keys), store.get(keys.evidence), store.llen(keys.blocks)) == before
 
 
+@pytest.mark.slow
 def test_a_commit_computed_before_a_model_was_removed_is_stale(start_server: StartServer) -> None:
     """A worker's commit carries every model of its snapshot: once a model is removed the
     commit must not land (it would write the removed model's state back). It is a no-op, and the
