@@ -12,7 +12,8 @@ from fastapi.middleware.cors import CORSMiddleware
 from service.api import errors, openapi
 from service.api.broadcast import Broadcaster
 from service.api.deps import authorize
-from service.api.ingest import BodyLimit, Inflight, InflightLimit, map_large_allocations
+from service.api.inflight import Inflight, InflightLimit, map_large_allocations
+from service.api.ingest import BodyLimit
 from service.api.routes import (
     comparisons,
     dashboard,

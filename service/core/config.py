@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from service.core.security import KeyScope
 from service.limits import Limits
 
-# What reading and parsing a body holds, as a multiple of its bytes (service/api/ingest.py): a
+# What reading and parsing a body holds, as a multiple of its bytes (service/api/inflight.py): a
 # chunk parsed with numpy (the body, its character classes, its numbers as float64, the stored
 # block), and any other body, parsed by json into Python objects.
 CHUNK_BODY_COST = 6
@@ -38,7 +38,7 @@ class Settings(BaseSettings):
     # A JSON body takes ~15× its size in memory while parsed: 16 MiB keeps a chunk under 300 MB.
     max_body_bytes: int = Field(default=16 * 1024 * 1024, ge=1)
     # Memory one API process sets aside for the request bodies it reads and parses at once
-    # (service/api/ingest.py, InflightLimit): a chunk counts 6× its body (the body, its class
+    # (service/api/inflight.py, InflightLimit): a chunk counts 6× its body (the body, its class
     # map, its numbers as float64 and the stored block), another body 30× (JSON objects); past
     # it 503 with Retry-After. At least one full-size chunk must fit (>= 6 × max_body_bytes);
     # the default holds three 16 MiB chunks.

@@ -3,19 +3,17 @@ delete."""
 
 from __future__ import annotations
 
-import base64
-import binascii
 import contextlib
 import json
-import math
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from service.schemas import ComparisonSpec, ModelSpec
-from service.store import scripts
+from service.store import listing, scripts
 from service.store.connection import AsyncClient, publish_command
 from service.store.keys import GROUP, Keys, created_key, index_key, work_channel
+from service.store.listing import Page
+from service.store.meta import META_FIELDS, Meta, meta_from_fields
 from service.store.resend import resend_on_lost_reply
 from service.store.trace import decode_point
 
@@ -27,65 +25,6 @@ class NotFound(LookupError):
 # How long the receipt of a request's identity is kept (ms): past every re-send of one request
 # (seconds), with room for a slow pool; a client's own idempotency key lasts idempotency_ttl.
 RECEIPT_TTL_MS = 10 * 60 * 1000
-
-
-@dataclass(frozen=True)
-class Meta:
-    spec: ComparisonSpec
-    version: int
-    sequence: int  # chunks applied
-    ingested: int  # chunks accepted
-    status_reason: str | None = None  # why the comparison is degraded; None when ok
-    # models ever in the spec (created, then added; a removal leaves it): what ingest checks
-    models_added: int | None = None
-
-    @property
-    def status(self) -> str:
-        return "degraded" if self.status_reason else "ok"
-
-
-class BadCursor(ValueError):
-    """A listing cursor this service did not make."""
-
-
-@dataclass(frozen=True)
-class Page:
-    """One page of the listing, newest first; ``next_cursor`` None at the end."""
-
-    comparisons: list[Meta]
-    next_cursor: str | None
-
-
-def encode_cursor(score: float, cid: str) -> str:
-    """The listing's position after (``score``, ``cid``): opaque to clients."""
-    raw = json.dumps([score, cid], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[float, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        score, cid = json.loads(raw)
-    except (ValueError, TypeError, binascii.Error):
-        raise BadCursor(f"{cursor!r} is not a cursor of this listing") from None
-    if (not isinstance(score, int | float) or isinstance(score, bool) or not math.isfinite(score)
-            or not isinstance(cid, str)):
-        raise BadCursor(f"{cursor!r} is not a cursor of this listing")
-    return float(score), cid
-
-
-def _meta(fields: list[bytes | None]) -> Meta | None:
-    spec, version, sequence, ingested, reason, added = fields
-    if spec is None or version is None:
-        return None
-    return Meta(
-        ComparisonSpec.model_validate_json(spec), int(version), int(sequence or 0),
-        int(ingested or 0), reason.decode() if reason else None,
-        None if added is None else int(added),
-    )
-
-
-META_FIELDS = ("spec", "version", "sequence", "next_seq", "status_reason", "models")
 
 
 class Ingested(NamedTuple):
@@ -146,7 +85,7 @@ class Comparisons:
         return sorted(m.decode() for m in await self.client.smembers(index_key(self.prefix)))
 
     async def meta(self, cid: str) -> Meta:
-        meta = _meta(await self.client.hmget(self.keys(cid).meta, *META_FIELDS))
+        meta = meta_from_fields(await self.client.hmget(self.keys(cid).meta, *META_FIELDS))
         if meta is None:
             raise NotFound(cid)
         return meta
@@ -154,76 +93,8 @@ class Comparisons:
     async def page(self, limit: int, cursor: str | None = None,
                    visible: Callable[[str, str], bool] | None = None,
                    examine: int = 1000) -> Page:
-        """Up to ``limit`` comparisons, newest first, after ``cursor`` (from an earlier page's
-        ``next_cursor``). ``visible(id, name)`` filters (None: all); a page examines at most
-        about ``examine`` comparisons, so under a filter that hides most of them a page may
-        hold fewer than ``limit`` (even none) and still have a ``next_cursor``. The position is
-        (creation time, id): comparisons created or deleted meanwhile neither shift nor repeat
-        the rest of the listing."""
-        await self.reconcile_index()
-        after = None if cursor is None else decode_cursor(cursor)
-        top: float | str = "+inf" if after is None else after[0]
-        batch = limit + 1 if visible is None else max(limit + 1, min(examine, 200))
-        found: list[Meta] = []
-        examined, offset, last_score = 0, 0, None
-        last_visible: tuple[float, str] | None = None
-        while True:
-            rows = await self.client.zrange(created_key(self.prefix), top, "-inf", desc=True,
-                                            byscore=True, offset=offset, num=batch,
-                                            withscores=True)
-            offset += len(rows)
-            entries = [(member.decode(), float(score)) for member, score in rows]
-            if after is not None:  # equal scores come in descending id order
-                entries = [(cid, score) for cid, score in entries
-                           if score != after[0] or cid < after[1]]
-            pipe = self.client.pipeline(transaction=False)
-            for cid, _ in entries:
-                pipe.hmget(self.keys(cid).meta, *META_FIELDS)
-            metas = await pipe.execute() if entries else []
-            for (cid, score), fields in zip(entries, metas, strict=True):
-                if len(found) == limit:  # a full page, and another comparison after it
-                    assert last_visible is not None
-                    return Page(found, encode_cursor(*last_visible))
-                if examined >= examine and score != last_score:
-                    # every comparison at last_score was examined: go on below it
-                    return Page(found, encode_cursor(last_score, ""))
-                examined += 1
-                last_score = score
-                if fields[0] is None:
-                    continue  # deleted meanwhile
-                if visible is not None and not visible(cid, json.loads(fields[0])["name"]):
-                    continue
-                meta = _meta(fields)
-                if meta is not None:
-                    found.append(meta)
-                    last_visible = (score, cid)
-            if len(rows) < batch:
-                return Page(found, None)
-
-    async def reconcile_index(self) -> int:
-        """List in ``created_key`` the comparisons only ``index_key`` has (created by a version
-        without it, or by a create still under way), and drop from it the ids whose comparison
-        is gone; a no-op (two counts) while both hold as many. Returns the ids added."""
-        client = self.client
-        ordered, members = created_key(self.prefix), index_key(self.prefix)
-        if await client.scard(members) == await client.zcard(ordered):
-            return 0
-        indexed = {m.decode() for m in await client.smembers(members)}
-        listed = {m.decode() for m in await client.zrange(ordered, 0, -1)}
-        missing, extra = sorted(indexed - listed), sorted(listed - indexed)
-        pipe = client.pipeline(transaction=False)
-        for cid in (*missing, *extra):
-            pipe.hget(self.keys(cid).meta, "spec")
-        specs = await pipe.execute() if missing or extra else []
-        added = {cid: float(json.loads(spec)["created_at"])
-                 for cid, spec in zip(missing, specs, strict=False) if spec is not None}
-        if added:
-            await client.zadd(ordered, added, nx=True)
-        gone = [cid for cid, spec in zip(extra, specs[len(missing):], strict=True)
-                if spec is None]
-        if gone:
-            await client.zrem(ordered, *gone)
-        return len(added)
+        """One page of the listing (``service.store.listing.page``)."""
+        return await listing.page(self, limit, cursor, visible, examine)
 
     async def evidence_raw(self, cid: str) -> bytes:
         raw = await self.client.get(self.keys(cid).evidence)

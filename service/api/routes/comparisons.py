@@ -31,7 +31,9 @@ from service.schemas import (
     comparison_spec,
     prior_weights,
 )
-from service.store.comparisons import BadCursor, Comparisons, Meta
+from service.store.comparisons import Comparisons
+from service.store.listing import BadCursor
+from service.store.meta import Meta
 from service.validation import first_stored_refusal
 
 router = APIRouter(prefix="/v1/comparisons", tags=["comparisons"])

@@ -15,8 +15,9 @@ from service_server import Server, StartServer, snapshot
 from estimators import OnlineEvidence
 from models import LinearRegression
 from service.limits import state_bytes
-from service.store.comparisons import Comparisons, Meta
+from service.store.comparisons import Comparisons
 from service.store.keys import Keys, index_key
+from service.store.meta import Meta
 
 
 def stored_keys(server: Server) -> list[bytes]:

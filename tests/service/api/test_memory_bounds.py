@@ -32,7 +32,8 @@ from service_server import (
 
 from estimators import Rows, state_to_bytes
 from service import worker as worker_module
-from service.api import ingest
+from service.api import chunk_text, ingest
+from service.api import inflight as budget
 from service.api.errors import ApiError
 from service.core.config import CHUNK_BODY_COST, Settings
 from service.engine import runner_for
@@ -74,16 +75,16 @@ def test_the_default_budget_holds_three_full_size_chunks() -> None:
 
 
 def test_a_request_alone_always_fits_and_others_wait_their_turn() -> None:
-    inflight = ingest.Inflight(100)
+    inflight = budget.Inflight(100)
     assert inflight.take(250)  # alone: larger than the budget, still admitted
     assert not inflight.take(1)
     inflight.give(250)
     assert inflight.take(60) and inflight.take(40) and not inflight.take(1)
-    reservation = ingest.Reservation(inflight)
+    reservation = budget.Reservation(inflight)
     with pytest.raises(ApiError) as refused:
         reservation.extend(10)
     assert refused.value.status == 503 and refused.value.code == "overloaded"
-    assert refused.value.headers == {"Retry-After": str(ingest.RETRY_AFTER)}
+    assert refused.value.headers == {"Retry-After": str(budget.RETRY_AFTER)}
     assert refused.value.details["limit"] == "max_inflight_bytes"
     inflight.give(100)
     reservation.ensure(30)
@@ -91,10 +92,10 @@ def test_a_request_alone_always_fits_and_others_wait_their_turn() -> None:
     assert reservation.held == 30 == inflight.held
     reservation.release()
     assert inflight.held == 0
-    alone = ingest.Reservation(inflight)
+    alone = budget.Reservation(inflight)
     alone.extend(60)
     alone.ensure(300)  # a request alone may grow past the budget (a body parsed by json)
-    other = ingest.Reservation(inflight)
+    other = budget.Reservation(inflight)
     with pytest.raises(ApiError):
         other.extend(1)
     alone.release()
@@ -130,7 +131,7 @@ def test_past_the_budget_503_with_retry_after_and_nothing_stored(
             response = client.post(f"/v1/comparisons/{cid}/chunks", json=chunk,
                                    headers={"Idempotency-Key": "k1"})
             assert_error(response, 503, "overloaded")
-            assert response.headers["Retry-After"] == str(ingest.RETRY_AFTER)
+            assert response.headers["Retry-After"] == str(budget.RETRY_AFTER)
             details = response.json()["error"]["details"]
             assert details["limit"] == "max_inflight_bytes" and details["allowed"] == 8 * MiB
             assert "MODELCOMPARE_MAX_INFLIGHT_BYTES" in response.json()["error"]["message"]
@@ -148,7 +149,7 @@ def test_past_the_budget_503_with_retry_after_and_nothing_stored(
         _given_back(inflight)
 
 
-def _given_back(inflight: ingest.Inflight) -> None:
+def _given_back(inflight: budget.Inflight) -> None:
     """Every request's share is given back once it ended (just after its response)."""
     deadline = time.monotonic() + 5
     while inflight.held:
@@ -228,16 +229,16 @@ class Spec:
 
 
 def _parse(body: bytes, spec: Spec, fast: bool) -> Any:
-    saved = ingest._fast_chunk
+    saved = ingest.parse_plain_chunk
     if not fast:
-        ingest._fast_chunk = lambda body, x_dim: None  # type: ignore[assignment]
+        ingest.parse_plain_chunk = lambda body, x_dim: None  # type: ignore[assignment]
     try:
         block, rows = ingest.parse_chunk(body, spec, 100_000)  # type: ignore[arg-type]
         return bytes(block), rows
     except ApiError as exc:
         return exc.status, exc.code, exc.message
     finally:
-        ingest._fast_chunk = saved
+        ingest.parse_plain_chunk = saved
 
 
 ODD = ["0", "-0", "-0.0", "0.0", "1e5", "1E+05", "-1e-05", "1.5e300", "1e400", "007", "+1",
@@ -285,7 +286,7 @@ def test_numpy_parsing_answers_and_stores_exactly_what_json_parsing_does() -> No
         columns = rng.randint(1, 4)
         body = _body(rng, columns).encode()
         spec = Spec(columns if rng.random() < 0.9 else 0, rng.random() < 0.7)
-        fast += ingest._fast_chunk(body, spec.x_dim) is not None
+        fast += chunk_text.parse_plain_chunk(body, spec.x_dim) is not None
         assert _parse(body, spec, True) == _parse(body, spec, False), body
     assert fast > 150  # the fast path was exercised, not only the fallback
 
@@ -295,7 +296,7 @@ def test_json_writers_output_takes_the_numpy_path(options: dict[str, Any]) -> No
     generator = np.random.default_rng(0)
     x, y = generator.normal(size=(50, 7)) * 1e-3, generator.normal(size=50) * 1e6
     body = json.dumps({"x": x.tolist(), "y": y.tolist()}, **options).encode()
-    assert ingest._fast_chunk(body, 7) is not None
+    assert chunk_text.parse_plain_chunk(body, 7) is not None
     block, rows = ingest.parse_chunk(body, Spec(7, True), 1000)  # type: ignore[arg-type]
     assert rows == 50 and bytes(block) == encode_block(x, y)
 

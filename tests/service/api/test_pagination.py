@@ -16,9 +16,10 @@ from service_server import Server, StartServer
 
 from service.cli import main
 from service.client import AsyncClient, Client
-from service.store.comparisons import Comparisons, decode_cursor
+from service.store.comparisons import Comparisons
 from service.store.connection import Connection
 from service.store.keys import created_key, index_key
+from service.store.listing import decode_cursor
 
 
 def _create(client: httpx.Client, name: str) -> str:
