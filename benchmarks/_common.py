@@ -49,6 +49,15 @@ def environment(threads: int) -> dict[str, Any]:
     }
 
 
+def checkout(ref: str, into: Path) -> Path:
+    """The code of git ``ref`` extracted into ``into`` (a baseline run beside this checkout)."""
+    into.mkdir(parents=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True,
+                             capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
 def source_tree() -> dict[str, Any]:
     """The commit the figures came from, and whether the code differed from it (a result from
     an uncommitted tree cannot be reproduced later). None outside a git checkout."""

@@ -26,11 +26,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from _common import QUICK, ROOT, environment, table, verdict, write_json
+from _common import QUICK, ROOT, checkout, environment, table, verdict, write_json
 
 sys.path[:0] = [str(ROOT / "tests" / "faults")]
 from fault_processes import ApiServer, RedisServer, WorkerProcess, service_env  # noqa: E402
-from recovery import checkout  # noqa: E402
 from reply_dropper import DropRule, ReplyDropper  # noqa: E402
 
 CHUNKS, ROWS = 20, 10
@@ -121,6 +120,8 @@ def exactly_once(figures: dict[str, Any]) -> bool:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="the current code only, into results/quick/")
     parser.add_argument("--baseline", default=None, help="a git ref to run beside the checkout")
     parser.add_argument("--output", default=None)
     args = parser.parse_args()

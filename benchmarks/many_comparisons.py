@@ -32,12 +32,11 @@ from typing import Any
 import httpx
 import numpy as np
 import psutil
-from _common import QUICK, environment, table, write_json
+from _common import QUICK, checkout, environment, table, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
 from fault_processes import Deployment  # noqa: E402
-from recovery import checkout  # noqa: E402
 
 HEALTHY = {
     "name": "healthy",

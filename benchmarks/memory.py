@@ -23,7 +23,6 @@ the same run and prints both. Writes benchmarks/results/memory.json; ``--quick``
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import threading
@@ -36,7 +35,7 @@ from typing import Any
 import httpx
 import psutil
 import redis
-from _common import QUICK, environment, table, verdict, write_json
+from _common import QUICK, checkout, environment, table, verdict, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
@@ -208,14 +207,6 @@ def worker_scenario(root: Path, workdir: Path) -> dict[str, Any]:
             "redis_used_mb": redis_mb,
             "target_mb": WORKER_TARGET_MB, "pass": peak <= WORKER_TARGET_MB,
         }
-
-
-def checkout(ref: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def run(root: Path, workdir: Path) -> dict[str, Any]:

@@ -31,7 +31,16 @@ from typing import Any
 import httpx
 import numpy as np
 import redis
-from _common import QUICK, environment, logistic_data, set_threads, table, verdict, write_json
+from _common import (
+    QUICK,
+    checkout,
+    environment,
+    logistic_data,
+    set_threads,
+    table,
+    verdict,
+    write_json,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
@@ -157,14 +166,6 @@ def service(data: list[dict[str, Any]], workers: int, workdir: Path,
         deployment.stop()
     return {"seconds": seconds, "states": states, "helped_updates_per_worker": helped,
             "cpu_seconds": meter.used}
-
-
-def checkout(ref: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def merge_base() -> str:

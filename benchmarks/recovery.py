@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from _common import QUICK, environment, set_threads, table, verdict, write_json
+from _common import QUICK, checkout, environment, set_threads, table, verdict, write_json
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
@@ -61,14 +60,6 @@ def summary(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"median": None, "max": None}
     return {"median": statistics.median(values), "max": max(values)}
-
-
-def checkout(ref: str, into: Path) -> Path:
-    into.mkdir(parents=True)
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref], check=True,
-                             capture_output=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into
 
 
 def main() -> None:
