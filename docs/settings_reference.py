@@ -222,6 +222,11 @@ SERVICE_GROUPS: tuple[tuple[str, str, dict[str, str]], ...] = (
         "parallel_models": "workers share out the models of a chunk; false: the lease holder "
                            "computes every model",
         "history_cache": "comparisons whose stored history a worker keeps in memory",
+        "worker_lanes": "threads per worker process, each serving comparisons on its own; "
+                        "with two or more, lane 0 is the express lane",
+        "express_lane_seconds": "CPU seconds of a comparison's last chunk update at most for "
+                                "the express lane to serve it; an update past it there is "
+                                "abandoned (no attempt lost) and left to the other lanes",
         "housekeeping_interval": "seconds between a worker's removals of dead consumers",
         "consumer_idle_max": "seconds of idleness after which a consumer that owns no pending "
                              "entry is removed",

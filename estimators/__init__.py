@@ -11,7 +11,13 @@ the parts: ``online`` (the streaming methods), ``references`` (full-data baselin
 from estimators.data.history import ColumnView, History, InMemoryHistory, Rows
 from estimators.data.serialization import state_from_bytes, state_to_bytes
 from estimators.deadline import Deadline
-from estimators.errors import BudgetExceeded, EstimatorConfigError, EstimatorError, Progress
+from estimators.errors import (
+    BudgetExceeded,
+    CutOff,
+    EstimatorConfigError,
+    EstimatorError,
+    Progress,
+)
 from estimators.estimator import Estimator
 from estimators.methods import METHODS, Method, build
 from estimators.online.exact import ExactInfo, ExactState
@@ -39,6 +45,7 @@ __all__ = [
     "BatchState",
     "BudgetExceeded",
     "ColumnView",
+    "CutOff",
     "Deadline",
     "Estimator",
     "EstimatorConfigError",

@@ -1,5 +1,5 @@
-"""What can go wrong in an estimator: bad settings, an update that cannot be computed, and an
-update that ran past its deadline."""
+"""What can go wrong in an estimator: bad settings, an update that cannot be computed, an
+update that ran past its deadline, and one its caller cut off."""
 
 from __future__ import annotations
 
@@ -35,4 +35,15 @@ class BudgetExceeded(EstimatorError):
             f"the update ran past its deadline after absorbing {progress.rows} row(s) of the "
             f"chunk; the next piece stopped{where} after {progress.steps} step(s)"
         )
+        self.progress = progress
+
+
+class CutOff(Exception):
+    """The update passed its caller's cutoff (``Deadline.cutoff``) and was abandoned, not
+    failed: the state passed in is untouched. Unlike ``BudgetExceeded``, which a step may take
+    as a reason to do less (a re-estimate deferred), nothing inside an update catches it, so an
+    update either ends as it would have with its whole budget or not at all."""
+
+    def __init__(self, progress: Progress) -> None:
+        super().__init__(f"the update was cut off after absorbing {progress.rows} row(s)")
         self.progress = progress

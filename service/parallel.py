@@ -18,7 +18,7 @@ import math
 import threading
 from typing import Any
 
-from estimators import BudgetExceeded, Deadline, Rows, state_to_bytes
+from estimators import BudgetExceeded, CutOff, Deadline, Rows, state_to_bytes
 from service.engine import Runner, runner_for
 from service.lease import kept
 from service.schemas import ComparisonSpec
@@ -30,10 +30,12 @@ from service.store.tasks import Staged, TaskBoard
 def update_model(runner: Runner, state: Any, rows: Rows, prefix: Any, sequence: int,
                  deadline: Deadline) -> Staged:
     """One model's update of a chunk, or why it failed (it raised, lost finiteness, or ran past
-    ``deadline``: ``BudgetExceeded``)."""
+    ``deadline``: ``BudgetExceeded``); ``CutOff`` (the caller abandons it) is raised."""
     try:
         new_state, info = runner.update(state, rows, prefix, sequence, deadline)
         log_z = runner.estimator.log_evidence(new_state)
+    except CutOff:
+        raise
     except BudgetExceeded as exc:
         return Staged(b"", {}, f"model {runner.name!r}: BudgetExceeded: {exc}", over_budget=True)
     except Exception as exc:  # EstimatorError, bad values, or a bug: all retried
@@ -70,13 +72,14 @@ class ModelTasks:
 
     def update_all(self, cid: str, runners: dict[str, Runner], states: dict[str, bytes],
                    rows: Rows, block: bytes, prefix: Any, sequence: int,
-                   alone: bool = False) -> dict[str, Staged]:
+                   cutoff: float = math.inf, alone: bool = False) -> dict[str, Staged]:
         """Every model's update of chunk ``sequence`` from ``states`` (the committed states
-        before it, unless ``alone``), computed here or by helpers; stops at the first
-        failure."""
+        before it, unless ``alone``), computed here or by helpers; stops at the first failure.
+        Raises ``CutOff`` once the updates computed here have taken ``cutoff`` CPU seconds (the
+        chunk's tasks closed: helpers stop)."""
         names = list(states)
         local: dict[str, Staged] = {}
-        deadline = Deadline.cpu_after(self.budget)
+        deadline = Deadline.cpu_after(self.budget, cutoff)
         # the costliest models first, so that the chunk's last update, which others wait for,
         # is a short one (longest-processing-time-first)
         tasks = sorted(names, key=lambda n: -runners[n].model.param_dim)
@@ -89,10 +92,14 @@ class ModelTasks:
                     break
             return local
         held = HeldTask(self.board, cid, self.ttl)
-        with kept(held.renew, self.ttl, f"tasks-{cid}"):
-            shared = self._share(cid, runners, states, rows, prefix, sequence, deadline, held)
+        try:
+            with kept(held.renew, self.ttl, f"tasks-{cid}"):
+                shared = self._share(cid, runners, states, rows, prefix, sequence, deadline, held)
+        except CutOff:
+            self.board.close(cid)
+            raise
         if shared is None:  # closed under us (lost lease, deleted): our commit is a no-op
-            return self.update_all(cid, runners, states, rows, block, prefix, sequence)
+            return self.update_all(cid, runners, states, rows, block, prefix, sequence, cutoff)
         return shared
 
     def _share(self, cid: str, runners: dict[str, Runner], states: dict[str, bytes],

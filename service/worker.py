@@ -1,17 +1,11 @@
 """The stream worker: applies queued chunks of each comparison in sequence order, exactly once.
 
-It serves comparisons round-robin (scheduling.py) under a short lease each (lease.py: one
-worker applies a comparison's chunks, in order), claims entries a dead worker left pending
-(XAUTOCLAIM), computes every model's new state and commits with one compare-and-set script on
-the comparison's version: a stale or redelivered write is a no-op.
-
-A chunk whose update fails (in the estimator or around it) is retried up to
-``poison_max_attempts`` times (counted in Redis, across workers). Then, with
-``poison_scope="model"``, a failure that lies in some models' own updates fails those models
-(``failed`` in the evidence; they leave the comparison) and the chunk is applied to the others.
-Otherwise, or when no model would be left, it is dead-lettered in the commit script:
-``poison_policy="halt"`` keeps the last good state and stops on that chunk until an operator
-resumes it (retry or skip); ``"skip"`` commits it as an empty block and goes on. Either way the
+One ``Worker`` is one lane of a worker process (lanes.py, worker_process.py). It serves
+comparisons round-robin (scheduling.py) under a short lease each (lease.py: one lane applies a
+comparison's chunks, in order), claims entries a dead worker left pending (XAUTOCLAIM),
+computes every model's new state and commits with one compare-and-set script on the
+comparison's version: a stale or redelivered write is a no-op. A chunk whose update fails is
+retried, then its failing models leave or it is dead-lettered (poison.py); either way the
 comparison reports itself degraded, never silently.
 """
 
@@ -24,12 +18,13 @@ from collections import deque
 
 import redis
 
-from estimators import state_to_bytes
+from estimators import CutOff, state_to_bytes
 from service.catch_up import catch_up, catching_up
 from service.core.config import Settings
 from service.engine import runner_for
 from service.evidence import evidence_body, joined_models, model_summaries, trace_point
 from service.housekeeping import Housekeeping
+from service.lanes import Lane
 from service.lease import Lease, held
 from service.metrics import Metrics
 from service.parallel import ModelTasks
@@ -58,8 +53,10 @@ class Worker:
         settings: Settings,
         consumer: str | None = None,
         metrics: Metrics | None = None,
+        lane: Lane | None = None,
     ) -> None:
         self.settings = settings
+        self.lane = lane or Lane()
         self.queue = Queue(client, settings.key_prefix, consumer)
         self.work = WorkFinder(client, settings.key_prefix, settings.work_sweep_interval)
         self.cache = HistoryCache(client, settings.key_prefix, settings.history_cache,
@@ -72,8 +69,8 @@ class Worker:
         self.stopping = threading.Event()  # run's stop: the current update ends the lease
         self._block_bytes: dict[str, int] = {}  # the last chunk's block size per comparison
         self.poison = Poison(self.queue, settings, self._compute_counted)
-        self.housekeeping = Housekeeping(self.queue, self.work, settings.housekeeping_interval,
-                                         settings.consumer_idle_max)
+        self.housekeeping = None if self.lane.index else Housekeeping(
+            self.queue, self.work, settings.housekeeping_interval, settings.consumer_idle_max)
 
     def run(self, stop: threading.Event) -> None:
         """Serve every comparison until ``stop`` is set; sleeps on the work channel when idle
@@ -83,7 +80,8 @@ class Worker:
         try:
             while not stop.is_set():
                 try:
-                    self.housekeeping.run_if_due()
+                    if self.housekeeping is not None:
+                        self.housekeeping.run_if_due()
                     if not self.run_once():
                         self.work.wait(self.settings.poll_interval)
                 except UNAVAILABLE as exc:  # e.g. Redis restarting, a cluster master down
@@ -104,7 +102,7 @@ class Worker:
         something was committed. A step that fails outside any chunk's update backs its
         comparison off."""
         busy = False
-        for cid in self.schedule.order(self.work.ready()):
+        for cid in self.schedule.order([c for c in self.work.ready() if self.lane.admits(c)]):
             if self.stopping.is_set():
                 break
             try:
@@ -122,6 +120,8 @@ class Worker:
         return busy
 
     def _help(self, cid: str) -> int:
+        if self.lane.express:  # a helper's update may be costly: the other lanes help
+            return 0
         helped = self.tasks.help(cid, self.stopping)
         if helped and self.metrics is not None:
             self.metrics.helped.inc(helped)
@@ -132,6 +132,7 @@ class Worker:
         snap = self.queue.snapshot(cid)
         if snap is None:
             self.cache.forget(cid)
+            self.lane.book.forget(cid)
             return 0
         if snap.halted:
             return 0
@@ -140,7 +141,12 @@ class Worker:
         ahead = max(1, min(batch, READ_AHEAD_BYTES // self._block_bytes.get(cid, READ_AHEAD_BYTES)))
         pending = deque(self.queue.claim(cid, batch) + self.queue.read(cid, ahead))
         commits = 0
-        while commits < batch and not lease.lost.is_set() and not self.stopping.is_set():
+        slice_ends = time.thread_time() + self.lane.cutoff
+        while (commits < batch and not lease.lost.is_set() and not self.stopping.is_set()
+               and (commits == 0 or time.thread_time() < slice_ends)):
+            if self.lane.express and catching_up(snap):
+                self.lane.hand_over(cid)  # a replay is bulk work: for the general lanes
+                return commits
             entry = pending.popleft() if pending else next(iter(self.queue.read(cid, 1)), None)
             if entry is not None:
                 self._block_bytes[cid] = max(len(entry.block), 1)
@@ -153,16 +159,16 @@ class Worker:
                 return commits
             if entry is None and not catching_up(snap):
                 return commits
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.thread_time()
             try:
-                commit = self._compute_counted(cid, snap, entry)
-            except ChunkFailed as failure:
-                assert entry is not None
-                given_up = self.poison.give_up(cid, snap, entry, failure)
-                if given_up is None:
-                    self.schedule.failed(cid)
-                    return commits  # retried on a later pass, after a back-off
-                commit = given_up
+                commit = self._attempt(cid, snap, entry)
+            except CutOff:
+                log.info("comparison %s: chunk %d passed the express lane's %.2g CPU s; left to "
+                         "the other lanes", cid, snap.sequence + 1, self.lane.cutoff)
+                self.lane.hand_over(cid)
+                return commits
+            if commit is None:
+                return commits  # retried on a later pass, after a back-off
             result = self.queue.commit(cid, commit)
             if result == GONE:
                 self.cache.forget(cid)
@@ -177,6 +183,8 @@ class Worker:
                 continue
             commits += 1
             self.schedule.succeeded(cid)
+            if entry is not None:
+                self.lane.book.record(cid, time.thread_time() - cpu_started)
             for name, why in commit.marked_unreliable.items():
                 log.warning("comparison %s: model %s unreliable: %s", cid, name, why)
             for name, why in commit.failed_models.items():
@@ -189,6 +197,18 @@ class Worker:
             snap = self._advance(cid, snap, commit)
         return commits
 
+    def _attempt(self, cid: str, snap: Snapshot, entry: Entry | None) -> Commit | None:
+        """The step's commit; for a chunk that failed, the commit that gives it up once its
+        attempts are spent, else None (it is backed off). ``CutOff`` on the express lane."""
+        try:
+            return self._compute_counted(cid, snap, entry)
+        except ChunkFailed as failure:
+            assert entry is not None
+            given_up = self.poison.give_up(cid, snap, entry, failure)
+            if given_up is None:
+                self.schedule.failed(cid)
+            return given_up
+
     def _compute_counted(self, cid: str, snap: Snapshot, entry: Entry | None,
                          dead_letter: DeadLetter | None = None,
                          failing: dict[str, str] | None = None) -> Commit:
@@ -197,7 +217,7 @@ class Worker:
         raises as ``ChunkFailed`` naming no model."""
         try:
             return self.compute(cid, snap, entry, dead_letter, failing)
-        except (ChunkFailed, redis.ConnectionError, redis.TimeoutError):
+        except (ChunkFailed, CutOff, redis.ConnectionError, redis.TimeoutError):
             raise
         except Exception as exc:
             if entry is None:  # a catch-up step has no chunk to count against: backed off
@@ -243,7 +263,7 @@ class Worker:
                 # a model that caught up in this step has a state no helper can read
                 updated = self.tasks.update_all(cid, runners, before, rows, entry.block,
                                                 history.prefix(snap.sequence), sequence,
-                                                alone=bool(states))
+                                                self.lane.cutoff, alone=bool(states))
                 seconds = time.perf_counter() - started
                 if any(r.error for r in updated.values()):
                     raise ChunkFailed.of(updated)

@@ -74,8 +74,7 @@ def reestimated(
     count, and its reports. None when the pass runs past half of what is left of ``deadline``
     (the other half is the other models' of the update)."""
     rows = shuffled(history, chunk, generator)
-    half = None if deadline is None else Deadline((deadline.at + deadline.clock()) / 2,
-                                                  deadline.clock)
+    half = None if deadline is None else deadline.share(0.5)
     try:
         new_state, reports = absorb(fresh(generator), rows, RowsHistory(rows.slice(0, 0)),
                                     generator, half)

@@ -31,7 +31,7 @@ from service.embedded import EmbeddedRedis
 from service.metrics import Metrics
 from service.store.comparisons import Comparisons
 from service.store.connection import Connection
-from service.worker import Worker
+from service.worker_process import WorkerProcess
 
 REDIS_STARTUP_WAIT = 30.0  # seconds the API waits for Redis to answer when it starts
 
@@ -105,13 +105,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 @contextlib.contextmanager
 def _inline_worker(
     connection: Connection, settings: Settings, metrics: Metrics, shutdown: Shutdown
-) -> Iterator[Worker]:
-    """A worker thread; it stops when shutdown begins and is waited for until its deadline (a
-    daemon thread: the process may exit during an update, recomputed on the next start)."""
+) -> Iterator[WorkerProcess]:
+    """The worker's lanes, run from a thread; they stop when shutdown begins and are waited for
+    until its deadline (daemon threads: the process may exit during an update, recomputed on
+    the next start)."""
     client = connection.sync_client()
     stop = threading.Event()
     shutdown.on_begin(stop.set)
-    worker = Worker(client, settings, metrics=metrics)
+    worker = WorkerProcess(client, settings, metrics=metrics)
     thread = threading.Thread(
         target=worker.run, args=(stop,), name="modelcompare-worker", daemon=True
     )

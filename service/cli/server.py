@@ -71,7 +71,7 @@ def worker(args: argparse.Namespace) -> None:
 
     from service.metrics import Metrics
     from service.store.connection import Connection
-    from service.worker import Worker
+    from service.worker_process import WorkerProcess
 
     loaded = settings(args)
     torch.set_num_threads(worker_threads(loaded))
@@ -91,7 +91,7 @@ def worker(args: argparse.Namespace) -> None:
             logging.getLogger("modelcompare.worker").warning("waiting for Redis: %s", exc)
             stop.wait(loaded.poll_interval)
     if connection is not None:
-        Worker(connection.sync_client(), loaded, metrics=metrics).run(stop)
+        WorkerProcess(connection.sync_client(), loaded, metrics=metrics).run(stop)
 
 
 def demo(args: argparse.Namespace) -> None:

@@ -93,6 +93,13 @@ class Settings(BaseSettings):
     # busy host does not use the budget up (checked between annealing and move steps); past it
     # the update fails like a poison chunk (attempts, then dead letter).
     update_budget: float = Field(default=30.0, gt=0)
+    # Lanes (docs/design/lanes.md): threads per worker process, each serving comparisons on its
+    # own, so a costly update holds one lane, not the worker. With two or more, lane 0 is the
+    # express lane: it serves only comparisons whose last chunk took at most
+    # express_lane_seconds CPU seconds (an unmeasured one is tried there, and moves to the
+    # other lanes, without losing an attempt, once its update passes that).
+    worker_lanes: int = Field(default=2, ge=1, le=64)
+    express_lane_seconds: float = Field(default=1.0, gt=0)
     # HTTP server (uvicorn) and Redis pool limits.
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)  # request line and headers
     keep_alive_timeout: float = Field(default=5.0, gt=0)  # idle keep-alive connections close

@@ -14,13 +14,16 @@ A message can still be missed (the subscription dropped: Redis restarted, a node
 its output buffer overflowed under a flood of messages). So a worker *sweeps*, reading the
 index (one set, in pages) and then every comparison's progress fields in pipelines that a
 cluster client splits by node: when it starts, after its subscription reconnects, after a
-connection error, and every ``sweep_interval`` seconds (default 60) as a safety net.
+connection error, and every ``sweep_interval`` seconds (default 60) as a safety net. The lanes
+of a worker process (service/lanes.py) share the periodic sweep: one lane makes it and offers
+what it found to the others' finders (``peers``), whose own interval is infinite.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -51,6 +54,9 @@ class WorkFinder:
         self._next_sweep = 0.0  # time.monotonic() of the next sweep; 0: at the next pass
         self.sweeps = 0  # sweeps done (tests and benchmarks read it)
         self._hook: _Reconnected | None = None
+        self.peers: list[WorkFinder] = []  # other lanes' finders, offered what a sweep finds
+        self._offered: set[str] = set()  # what a peer's sweep found, taken at the next pass
+        self._offered_lock = threading.Lock()
 
     def comparison_ids(self) -> list[str]:
         return sorted(m.decode() for m in self._client.smembers(index_key(self._prefix)))
@@ -58,6 +64,11 @@ class WorkFinder:
     def add(self, cid: str) -> None:
         """Keep ``cid`` a candidate (e.g. a comparison left with work after a batch)."""
         self.candidates.add(cid)
+
+    def offer(self, ids: set[str]) -> None:
+        """Comparisons with work another lane's sweep found (called from its thread)."""
+        with self._offered_lock:
+            self._offered |= ids
 
     def resync(self) -> None:
         """Sweep at the next pass (after a connection error: messages may have been lost)."""
@@ -67,6 +78,9 @@ class WorkFinder:
         """Ids (sorted) of the candidates with chunks to apply or models catching up (not
         halted); the others stop being candidates. Takes the messages that arrived first, and
         sweeps when one is due."""
+        with self._offered_lock:
+            self.candidates |= self._offered
+            self._offered = set()
         try:
             self._listen()
             self._drain(0.0)
@@ -142,7 +156,7 @@ class WorkFinder:
         many have work."""
         self._next_sweep = time.monotonic() + self.sweep_interval
         self.sweeps += 1
-        found = 0
+        found: set[str] = set()
         cursor = 0
         while True:
             cursor, members = self._client.sscan(index_key(self._prefix), cursor,
@@ -155,9 +169,11 @@ class WorkFinder:
                 for cid in ids:
                     if cid not in progress or has_work(*progress[cid]):  # unreadable: retried
                         self.candidates.add(cid)
-                        found += 1
+                        found.add(cid)
             if int(cursor) == 0:
-                return found
+                for peer in self.peers:
+                    peer.offer(found)
+                return len(found)
 
     def wait(self, timeout: float) -> None:
         """Sleep until a comparison gets work or ``timeout`` seconds pass. A lost connection

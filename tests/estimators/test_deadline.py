@@ -1,5 +1,6 @@
 """The cooperative deadline: checked between annealing steps and between moves, it stops an
-update with ``BudgetExceeded`` naming how far it got, and leaves the state as it was."""
+update with ``BudgetExceeded`` naming how far it got, and leaves the state as it was; a cutoff
+abandons it with ``CutOff``, which no step takes as a reason to do less."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import time
 import pytest
 import torch
 
-from estimators import METHODS, BudgetExceeded, Deadline, OnlineEvidence
+from estimators import METHODS, BudgetExceeded, CutOff, Deadline, OnlineEvidence, Progress, Rows
+from estimators.data.history import RowsHistory
+from estimators.deadline import check_deadline
+from estimators.online.restart import reestimated
 from models import LinearRegression
 
 SMALL = {  # cheap settings per method; every method but exact anneals or iterates
@@ -117,3 +121,46 @@ def test_a_cpu_deadline_counts_the_threads_own_work_not_waiting() -> None:
     while time.thread_time() < spin:
         pass
     assert deadline.passed()
+
+
+def test_a_cutoff_before_the_budget_raises_cut_off() -> None:
+    clock = CountingClock()
+    deadline = Deadline.after(10.0, clock=clock, cutoff=3.0)  # clock reads 1: budget 11, cut 4
+    assert (deadline.at, deadline.cutoff) == (11.0, 4.0)
+    check_deadline(deadline, Progress(0, None, 0))  # reads 2
+    check_deadline(deadline, Progress(0, None, 0))  # reads 3
+    with pytest.raises(CutOff):
+        check_deadline(deadline, Progress(0, None, 0))  # reads 4
+
+
+def test_a_shared_out_deadline_keeps_the_cutoff() -> None:
+    clock = CountingClock()
+    deadline = Deadline.after(9.0, clock=clock, cutoff=2.0)  # reads 1: at 10, cut off at 3
+    half = deadline.share(0.5)  # reads 2: halfway from 2 to 10
+    assert (half.at, half.cutoff, half.clock) == (6.0, 3.0, clock)
+
+
+def absorb_until_stopped(state: int, rows: Rows, history: object, generator: torch.Generator,
+                         deadline: Deadline | None) -> tuple[int, None]:
+    """An absorb step that runs until its deadline stops it."""
+    while True:
+        check_deadline(deadline, Progress(0, 1.0, 0))
+
+
+def test_a_re_estimate_past_its_half_budget_is_deferred_but_a_cutoff_is_raised() -> None:
+    """The re-estimate gets half of what is left of the budget and is deferred (None) past it;
+    past the cutoff the whole update is abandoned instead, so that an update which ends
+    before its cutoff is the one the budget alone would have given."""
+    rows = Rows(torch.zeros(4, 1, dtype=torch.float64), torch.zeros(4, dtype=torch.float64))
+    empty = rows.slice(0, 0)
+
+    def fresh(generator: torch.Generator) -> int:
+        return 0
+
+    def run(deadline: Deadline) -> object:
+        return reestimated(absorb_until_stopped, fresh, 0, RowsHistory(empty),  # type: ignore[type-var]
+                           rows, torch.Generator().manual_seed(0), deadline)
+
+    assert run(Deadline.after(10.0, clock=CountingClock())) is None
+    with pytest.raises(CutOff):
+        run(Deadline.after(10.0, clock=CountingClock(), cutoff=3.0))

@@ -119,6 +119,32 @@ def test_a_missed_message_is_found_by_the_sweep(start_server: StartServer) -> No
         finder.close()
 
 
+def test_the_lanes_of_a_process_share_one_periodic_sweep(start_server: StartServer) -> None:
+    """Lane 0 makes the periodic sweep and offers what it found to the other lanes, whose own
+    interval is infinite (they sweep only on connecting)."""
+    from service.worker_process import WorkerProcess
+
+    server = start_server("local", embedded_worker=False)
+    x, y = regression_data(20, seed=5)
+    settings = Settings(key_prefix=server.settings.key_prefix, worker_lanes=3)
+    first, *others = (worker.work for worker in WorkerProcess(server.redis(), settings).workers)
+    assert first.peers == others
+    assert all(finder.sweep_interval == float("inf") for finder in others)
+    with server.client() as client:
+        cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
+        assert client.post(f"/v1/comparisons/{cid}/chunks", json=chunks(x, y, 20)[0]
+                           ).status_code == 202
+    assert first.sweep() == 1
+    for finder in others:
+        assert finder.ready() == [cid] and finder.sweeps == 1  # its own first sweep, and the offer
+        finder.candidates.clear()  # as if its message had been lost
+        assert finder.ready() == [] and finder.sweeps == 1
+    first.sweep()
+    assert all(finder.ready() == [cid] and finder.sweeps == 1 for finder in others)
+    for finder in (first, *others):
+        finder.close()
+
+
 @pytest.mark.slow
 def test_a_dead_workers_comparison_is_taken_over_without_a_sweep(
         start_server: StartServer) -> None:

@@ -1,0 +1,37 @@
+"""A worker process: its lanes (service/lanes.py), each a ``Worker`` loop on a thread."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+from service.core.config import Settings
+from service.lanes import lane_settings, lanes_of
+from service.metrics import Metrics
+from service.store.connection import SyncClient
+from service.worker import Worker
+
+
+class WorkerProcess:
+    def __init__(self, client: SyncClient, settings: Settings, consumer: str | None = None,
+                 metrics: Metrics | None = None) -> None:
+        shared = lane_settings(settings)
+        self.workers = [
+            Worker(client, shared, None if consumer is None else f"{consumer}.{lane.index}",
+                   metrics, lane)
+            for lane in lanes_of(settings)
+        ]
+        first, *others = (worker.work for worker in self.workers)
+        first.peers = others  # one periodic sweep per process, offered to every lane
+        for finder in others:
+            finder.sweep_interval = math.inf
+
+    def run(self, stop: threading.Event) -> None:
+        """Serve on every lane until ``stop`` is set; each finishes its update under way."""
+        threads = [threading.Thread(target=worker.run, args=(stop,), daemon=True,
+                                    name=f"modelcompare-lane-{worker.lane.index}")
+                   for worker in self.workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
