@@ -15,21 +15,27 @@ cheap updates waits behind at most one express slice, however costly its neighbo
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from service.core.config import Settings
 
 
 class CostBook:
-    """CPU seconds of each comparison's last chunk update in this process, shared by its lanes
-    (math.inf for one that needs the general lanes before it is measured: a model catching up,
-    an update that overran the express lane)."""
+    """What the lanes of a process share: the CPU seconds of each comparison's last chunk
+    update (math.inf for one that needs the general lanes before it is measured: a model
+    catching up, an update that overran the express lane), and which comparisons a lane
+    serves now. A lane does not help a sibling with a chunk's model tasks: threads of one
+    process share its interpreter lock, and on the small tensors of a model's update two of
+    them took 35% more CPU for no gain (benchmarks/parallel.py)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._seconds: dict[str, float] = {}
+        self._serving: set[str] = set()
 
     def record(self, cid: str, seconds: float) -> None:
         with self._lock:
@@ -42,6 +48,21 @@ class CostBook:
     def cost(self, cid: str) -> float | None:
         with self._lock:
             return self._seconds.get(cid)
+
+    @contextlib.contextmanager
+    def serving(self, cid: str) -> Iterator[None]:
+        with self._lock:
+            self._serving.add(cid)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._serving.discard(cid)
+
+    def served_here(self, cid: str) -> bool:
+        """Whether a lane of this process serves ``cid`` now."""
+        with self._lock:
+            return cid in self._serving
 
 
 @dataclass(frozen=True)

@@ -107,8 +107,11 @@ class Worker:
                 break
             try:
                 with held(self.queue, cid, self.settings.lease_ttl) as lease:
-                    committed = (self.serve(cid, lease) if lease is not None
-                                 else self._help(cid))
+                    if lease is None:
+                        committed = self._help(cid)
+                    else:
+                        with self.lane.book.serving(cid):
+                            committed = self.serve(cid, lease)
             except (redis.ConnectionError, redis.TimeoutError):
                 raise
             except Exception:
@@ -120,7 +123,8 @@ class Worker:
         return busy
 
     def _help(self, cid: str) -> int:
-        if self.lane.express:  # a helper's update may be costly: the other lanes help
+        # a helper's update may be costly: the other lanes help, those of other processes only
+        if self.lane.express or self.lane.book.served_here(cid):
             return 0
         helped = self.tasks.help(cid, self.stopping)
         if helped and self.metrics is not None:

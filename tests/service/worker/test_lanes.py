@@ -19,6 +19,7 @@ from estimators.deadline import check_deadline
 from service.core.config import Settings
 from service.engine import Runner
 from service.lanes import CostBook, Lane, lane_settings, lanes_of
+from service.metrics import Metrics
 from service.store.keys import Keys
 from service.worker import Worker
 from service.worker_process import WorkerProcess
@@ -143,3 +144,28 @@ def test_a_cheap_comparison_is_served_while_a_costly_update_holds_a_lane(
         stop.set()
         thread.join()
     assert store.hgetall(Keys(prefix, costly).attempts) == {}
+
+
+@pytest.mark.slow
+def test_lanes_of_one_process_do_not_help_each_other(start_server: StartServer) -> None:
+    """A chunk's model tasks are helped by other processes only: sibling lanes share one
+    interpreter lock, so helping each other costs CPU and gains nothing."""
+    server = start_server("local", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    metrics = Metrics()
+    settings = Settings(key_prefix=prefix, lease_ttl=0.5, poll_interval=0.05, worker_lanes=3)
+    process = WorkerProcess(server.redis(), settings, consumer="siblings", metrics=metrics)
+    with server.client() as client:
+        cid = create_and_ingest(client, comparison_body("sgais", seed=4, **SGAIS), 120, 20)
+    stop = threading.Event()
+    thread = threading.Thread(target=process.run, args=(stop,))
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while int(store.hget(Keys(prefix, cid).meta, "sequence")) < 6:
+            assert time.monotonic() < deadline, "the chunks were not applied"
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        thread.join()
+    assert metrics.registry.get_sample_value("modelcompare_model_updates_helped_total") == 0
