@@ -2,8 +2,9 @@
 
 ``serve``, ``worker`` and ``demo`` run the service; ``create``, ``ingest``, ``watch``, ``list``,
 ``delete`` and ``predict`` talk to a running server through ``service.client`` (``--url`` /
-``MODELCOMPARE_URL``, ``--api-key`` / ``MODELCOMPARE_API_KEY``). Every error is one readable line
-on stderr and exit status 1, never a traceback.
+``MODELCOMPARE_URL``, ``--api-key`` / ``MODELCOMPARE_API_KEY``); ``check-model`` checks a model
+class of your own. Every error is one readable line on stderr and exit status 1 (2 for
+``check-model``'s bad arguments), never a traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Any
 
-from service.cli import commands, server
+from service.cli import check_model, commands, server
 from service.cli.errors import CliError
 from service.cli.ingest import ingest
 from service.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, ModelCompareError, ServerUnreachable
@@ -179,6 +180,7 @@ def parser() -> argparse.ArgumentParser:
     commands_ = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _service_commands(commands_)
     _client_commands(commands_)
+    check_model.declare(commands_, [_common()])
     return root
 
 
