@@ -201,8 +201,10 @@ SERVICE_GROUPS: tuple[tuple[str, str, dict[str, str]], ...] = (
         "max_header_bytes": "request line and headers (400 past it)",
         "request_read_timeout": "seconds a request's line, headers and body may take to arrive",
         "keep_alive_timeout": "seconds before an idle keep-alive connection is closed",
-        "max_connections": "open connections (the oldest idle one makes room; 503 when all are "
-                           "busy)",
+        "max_connections": "open connections, websockets included (one idle for a second makes "
+                           "room, a silent one first; 503 when none is idle)",
+        "max_websockets": "open websockets per API process; past it a new one is closed with "
+                          "1013 and the reason",
         "redis_pool_size": "the API's Redis connections",
         "redis_pool_timeout": "seconds a request waits for a Redis connection (then 503)",
         "update_budget": "CPU seconds of one chunk's update, counted on the worker thread "

@@ -70,6 +70,8 @@ class Broadcaster:
         self._client = client
         self._prefix = prefix
         self._subscribers: dict[str, set[Subscription]] = {}
+        # comparison -> its newest update and that update's websocket message, encoded once
+        self._messages: dict[str, tuple[dict[str, Any], str]] = {}
         self._changed = asyncio.Event()  # the set of comparisons with subscribers changed
         # cluster: comparisons whose master did not answer -> loop time to try again; the others
         # are followed meanwhile (one dead master must not cut every comparison's updates)
@@ -107,7 +109,17 @@ class Broadcaster:
             subscribers.discard(subscription)
             if not subscribers:
                 self._subscribers.pop(cid, None)
+                self._messages.pop(cid, None)
                 self._changed.set()
+
+    def message(self, cid: str, update: dict[str, Any]) -> str:
+        """The websocket message of ``update``: encoded once for all of the comparison's
+        websockets (each gets the same update object from ``_dispatch``)."""
+        cached = self._messages.get(cid)
+        if cached is None or cached[0] is not update:
+            cached = (update, json.dumps({"type": "update", "evidence": update}))
+            self._messages[cid] = cached
+        return cached[1]
 
     async def _listen(self) -> None:
         if is_cluster(self._client):

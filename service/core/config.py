@@ -104,7 +104,9 @@ class Settings(BaseSettings):
     max_header_bytes: int = Field(default=64 * 1024, ge=1024)  # request line and headers
     keep_alive_timeout: float = Field(default=5.0, gt=0)  # idle keep-alive connections close
     request_read_timeout: float = Field(default=10.0, gt=0)  # headers and body must arrive
-    max_connections: int = Field(default=1000, ge=1)  # more get 503 at once
+    max_connections: int = Field(default=1000, ge=1)  # past it an idle one makes room, or 503
+    # Open websockets, counted in max_connections too: below it, so that HTTP keeps the rest.
+    max_websockets: int = Field(default=500, ge=1)
     redis_pool_size: int = Field(default=100, ge=1)
     redis_pool_timeout: float = Field(default=5.0, gt=0)  # a request waits this long for one
     # Access control (docs/guide/security.md): key -> {"read": [...], "write": [...]}, patterns over

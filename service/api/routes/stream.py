@@ -1,6 +1,7 @@
 """Websocket: a snapshot on connect, then the newest evidence after every commit; closed with
 1012 (service restart: reconnect) when the server shuts down, 1013 (try again later) when the
-snapshot cannot be read."""
+snapshot cannot be read (and, by the server before the app runs, past ``max_websockets``:
+service/api/http.py)."""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ async def evidence_stream(
                     await websocket.close()
                     return
                 version = update["version"]
-                await websocket.send_text(json.dumps({"type": "update", "evidence": update}))
+                await websocket.send_text(broadcaster.message(cid, update))
         except WebSocketDisconnect:
             return
         finally:

@@ -1,22 +1,61 @@
-"""Fixtures of the API tests that drive a browser: headless Chromium (Playwright), installed
-with apt-get when missing; screenshots go to ARTIFACTS."""
+"""Fixtures of the API tests: ``serve``, the server as ``modelcompare serve`` runs it (its
+uvicorn config and limits); for those that drive a browser, headless Chromium (Playwright),
+installed with apt-get when missing, screenshots going to ARTIFACTS."""
 
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+import threading
+import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import uvicorn
 from playwright.sync_api import Browser, sync_playwright
+from service_server import LOCAL_REDIS, delete_prefix, free_port, local_redis_available
+
+from service.api.http import server_config
+from service.api.main import create_app
+from service.core.config import Settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
+
+
+@pytest.fixture
+def serve() -> Iterator[Any]:
+    """Start ``modelcompare serve``'s server (its uvicorn config) on 127.0.0.1:6379."""
+    if not local_redis_available():
+        pytest.skip("no Redis at 127.0.0.1:6379")
+    running: list[tuple[uvicorn.Server, threading.Thread, str]] = []
+
+    def start(**overrides: Any) -> tuple[str, int]:
+        prefix = f"mctest-{uuid.uuid4().hex[:10]}"
+        settings = Settings(redis_url=LOCAL_REDIS, key_prefix=prefix, port=free_port(),
+                            embedded_worker=True, poll_interval=0.1, **overrides)
+        server = uvicorn.Server(server_config(create_app(settings), settings, "warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not server.started:
+            assert time.monotonic() < deadline and thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.02)
+        running.append((server, thread, prefix))
+        return settings.host, settings.port
+
+    yield start
+    for server, thread, prefix in running:
+        server.should_exit = True
+        thread.join(timeout=30)
+        delete_prefix(LOCAL_REDIS, prefix)
 
 
 def _apt_install() -> str | None:
