@@ -71,7 +71,8 @@ def source_tree() -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
-    changes = git("status", "--porcelain", "--", "estimators", "models", "service", "benchmarks")
+    changes = git("status", "--porcelain", "--", "modelcompare", "estimators", "models", "service",
+                  "benchmarks")
     uncommitted = None if changes is None else any(
         line.endswith(".py") for line in changes.splitlines()
     )

@@ -40,9 +40,9 @@ from _common import (
     write_json,
 )
 
-from estimators import EstimatorError, OnlineEvidence
-from estimators.data.rng import derive_seed
-from models import LinearRegression
+from modelcompare.estimators import EstimatorError, OnlineEvidence
+from modelcompare.estimators.data.rng import derive_seed
+from modelcompare.models import LinearRegression
 
 INPUTS = 5
 TARGETS = {100_000: 3.0, 1_000_000: 5.0}  # median |log Ẑ − log Z| over 5 seeds, nats

@@ -26,15 +26,15 @@ from typing import Any
 import torch
 from _common import environment, logistic_data, set_threads, table, verdict, write_json
 
-from estimators import EstimatorError, OnlineEvidence
-from estimators.data.history import Rows, RowsHistory
-from estimators.data.rng import derive_seed
-from estimators.moves.barker import build_correction_table, max_cdf_gap
-from estimators.moves.corrected import corrected_sghmc_move
-from estimators.moves.minibatch_target import MinibatchTarget
-from estimators.online.target import PastData, anchor_at, grad_log_target
-from estimators.smc.covariance import particle_scale
-from models import LinearRegression, LogisticRegression, Model
+from modelcompare.estimators import EstimatorError, OnlineEvidence
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.data.rng import derive_seed
+from modelcompare.estimators.moves.barker import build_correction_table, max_cdf_gap
+from modelcompare.estimators.moves.corrected import corrected_sghmc_move
+from modelcompare.estimators.moves.minibatch_target import MinibatchTarget
+from modelcompare.estimators.online.target import PastData, anchor_at, grad_log_target
+from modelcompare.estimators.smc.covariance import particle_scale
+from modelcompare.models import LinearRegression, LogisticRegression, Model
 
 GAP_TARGET = 1e-3
 LINEAR_INPUTS, LOGISTIC_INPUTS, POST = 5, 3, 500

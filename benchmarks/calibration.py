@@ -75,18 +75,18 @@ from _common import (
 from scipy.stats import chi2
 from torch import Tensor
 
-import estimators.online.particles as particle_loop
-from estimators import EstimatorError, OnlineEvidence
-from estimators.data.history import Rows
-from estimators.data.rng import derive_seed
-from estimators.online.islands import averaged
-from estimators.online.records import ParticleState
-from estimators.online.spread import FROZEN
-from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
-from estimators.smc.genealogy import eve_variance, first_generation
-from estimators.smc.tempered import StepInfo
-from models import GaussianMixture, LinearRegression, LogisticRegression, Model
-from service.core.config import Settings
+import modelcompare.estimators.online.particles as particle_loop
+from modelcompare.estimators import EstimatorError, OnlineEvidence
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.data.rng import derive_seed
+from modelcompare.estimators.online.islands import averaged
+from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.online.spread import FROZEN
+from modelcompare.estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
+from modelcompare.estimators.smc.genealogy import eve_variance, first_generation
+from modelcompare.estimators.smc.tempered import StepInfo
+from modelcompare.models import GaussianMixture, LinearRegression, LogisticRegression, Model
+from modelcompare.service.core.config import Settings
 
 CHUNK, CHANGES = 500, (1_000, 5_000)
 # the plain engine: delta-method stderr, re-anchoring on growth only, no extra moves, the

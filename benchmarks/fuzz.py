@@ -27,8 +27,8 @@ import httpx
 import uvicorn
 from _common import environment, table, write_json
 
-from service.api.main import create_app
-from service.core.config import Settings
+from modelcompare.service.api.main import create_app
+from modelcompare.service.core.config import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = "fuzz-admin-key"

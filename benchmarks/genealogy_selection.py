@@ -29,11 +29,17 @@ from typing import Any
 import torch
 from _common import environment, set_threads, table, write_json
 
-from estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
-from estimators.smc.resampling import RESAMPLERS, resample_below
-from estimators.smc.temperature import adaptive
-from estimators.smc.tempered import Moved, TemperedSMC, anneal, checked_log_likelihood, start
-from models import BetaBernoulli
+from modelcompare.estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
+from modelcompare.estimators.smc.resampling import RESAMPLERS, resample_below
+from modelcompare.estimators.smc.temperature import adaptive
+from modelcompare.estimators.smc.tempered import (
+    Moved,
+    TemperedSMC,
+    anneal,
+    checked_log_likelihood,
+    start,
+)
+from modelcompare.models import BetaBernoulli
 
 F64 = torch.float64
 SECOND_PIECE_ROWS = 40

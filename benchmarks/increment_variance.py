@@ -21,9 +21,9 @@ from typing import Any
 
 from _common import environment, linear_stream, result_path, set_threads, table, write_json
 
-from estimators import OnlineEvidence
-from estimators.data.rng import derive_seed
-from models import LinearRegression
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.estimators.data.rng import derive_seed
+from modelcompare.models import LinearRegression
 
 INPUTS, POST = 5, 500
 CONTROLS = ("none", "score")

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
 from fault_processes import Child, Deployment  # noqa: E402
 
-from service.store.codec import block_digest, encode_block  # noqa: E402
-from service.store.keys import Keys  # noqa: E402
+from modelcompare.service.store.codec import block_digest, encode_block  # noqa: E402
+from modelcompare.service.store.keys import Keys  # noqa: E402
 
 MODELS = [
     {"name": "right", "family": "linear_regression", "config": {"dim": 3}},

@@ -29,7 +29,13 @@ import httpx
 from _common import QUICK, ROOT, checkout, environment, table, verdict, write_json
 
 sys.path[:0] = [str(ROOT / "tests" / "faults")]
-from fault_processes import ApiServer, RedisServer, WorkerProcess, service_env  # noqa: E402
+from fault_processes import (  # noqa: E402
+    ApiServer,
+    RedisServer,
+    WorkerProcess,
+    packages,
+    service_env,
+)
 from reply_dropper import DropRule, ReplyDropper  # noqa: E402
 
 CHUNKS, ROWS = 20, 10
@@ -41,7 +47,7 @@ COMPARISON = {"name": "lost-replies", "x_dim": 1, "estimator": {"method": "exact
 
 def ingest_marker(root: Path) -> bytes:
     """The sha1 the API of ``root`` sends its ingest script under (EVALSHA)."""
-    code = ("import hashlib; from service.store import scripts; "
+    code = (f"import hashlib; from {packages(root)}service.store import scripts; "
             "print(hashlib.sha1(scripts.INGEST.encode()).hexdigest())")
     done = subprocess.run([sys.executable, "-c", code], cwd=root, check=True,
                           capture_output=True, text=True)

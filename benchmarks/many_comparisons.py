@@ -127,10 +127,10 @@ def periodic_costs(deployment: Deployment) -> dict[str, float]:
     ``housekeeping_interval``), and what they cost a worker on average at the defaults."""
     import redis
 
-    from service.core.config import Settings
-    from service.housekeeping import Housekeeping
-    from service.store.queue import Queue
-    from service.store.work import WorkFinder
+    from modelcompare.service.core.config import Settings
+    from modelcompare.service.housekeeping import Housekeeping
+    from modelcompare.service.store.queue import Queue
+    from modelcompare.service.store.work import WorkFinder
 
     defaults = Settings()
     client = redis.Redis.from_url(deployment.redis.url)

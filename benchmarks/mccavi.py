@@ -24,11 +24,11 @@ from typing import Any
 import torch
 from _common import environment, set_threads, table, verdict, write_json
 
-from estimators import OnlineEvidence, Rows
-from estimators.variational.mccavi import mccavi_elbo
-from models import GaussianMixture, LinearRegressionUnknownNoise
-from models.gamma_poisson import sample_log_gamma
-from models.mixture_mean_field import (
+from modelcompare.estimators import OnlineEvidence, Rows
+from modelcompare.estimators.variational.mccavi import mccavi_elbo
+from modelcompare.models import GaussianMixture, LinearRegressionUnknownNoise
+from modelcompare.models.gamma_poisson import sample_log_gamma
+from modelcompare.models.mixture_mean_field import (
     KAPPA0,
     MixtureQ,
     exact_expectations,

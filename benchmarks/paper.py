@@ -62,10 +62,13 @@ from _common import (
 )
 from scipy.special import ndtri
 
-from estimators import OnlineEvidence, Rows
-from estimators.data.rng import derive_generator, derive_seed
-from estimators.references.batch import full_log_likelihood, full_log_likelihood_and_grad
-from models import GaussianMixture, LinearRegression, LogisticRegression, Model
+from modelcompare.estimators import OnlineEvidence, Rows
+from modelcompare.estimators.data.rng import derive_generator, derive_seed
+from modelcompare.estimators.references.batch import (
+    full_log_likelihood,
+    full_log_likelihood_and_grad,
+)
+from modelcompare.models import GaussianMixture, LinearRegression, LogisticRegression, Model
 
 ONLINE = ("sgais", "sequential", "hybrid", "exact")
 REFERENCES = ("ais", "nested", "dynesty", "laplace_is")
@@ -180,11 +183,11 @@ def run_reference(name: str, method: str, rows: Rows, args: Any) -> dict:
     else:
         extra: dict[str, float] = {}
         if method == "ais":
-            from estimators.references.ais import AISSettings, run_ais
+            from modelcompare.estimators.references.ais import AISSettings, run_ais
 
             result = run_ais(model, rows, AISSettings(), generator)
         elif method == "laplace_is":
-            from estimators.references.laplace_importance import (
+            from modelcompare.estimators.references.laplace_importance import (
                 LaplaceISSettings,
                 run_laplace_is,
             )
@@ -192,7 +195,7 @@ def run_reference(name: str, method: str, rows: Rows, args: Any) -> dict:
             found = run_laplace_is(model, rows, LaplaceISSettings(), generator)
             result, extra = found.evidence, {"ess": found.ess, "pareto_k": found.pareto_k}
         else:
-            from estimators.references.nested import NestedSettings, run_nested
+            from modelcompare.estimators.references.nested import NestedSettings, run_nested
 
             config = NestedSettings(live_points=args.live_points)
             result = run_nested(model, rows, config, generator)

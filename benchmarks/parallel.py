@@ -46,13 +46,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
 from fault_processes import Deployment  # noqa: E402
 
-from estimators import state_to_bytes  # noqa: E402
-from service.core.config import Settings  # noqa: E402
-from service.engine import runner_for  # noqa: E402
-from service.schemas import ComparisonIn, comparison_spec  # noqa: E402
-from service.store.codec import decode_block, encode_block  # noqa: E402
-from service.store.history import BlockHistory  # noqa: E402
-from service.store.keys import Keys  # noqa: E402
+from modelcompare.estimators import state_to_bytes  # noqa: E402
+from modelcompare.service.core.config import Settings  # noqa: E402
+from modelcompare.service.engine import runner_for  # noqa: E402
+from modelcompare.service.schemas import ComparisonIn, comparison_spec  # noqa: E402
+from modelcompare.service.store.codec import decode_block, encode_block  # noqa: E402
+from modelcompare.service.store.history import BlockHistory  # noqa: E402
+from modelcompare.service.store.keys import Keys  # noqa: E402
 
 INPUTS, CLASSES, CHUNK, WARM_CHUNKS = 10, 4, 500, 4
 COLUMNS = [list(range(10)), list(range(8)), list(range(2, 10)), [0, 2, 4, 6, 8],

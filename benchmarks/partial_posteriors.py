@@ -24,15 +24,18 @@ from typing import Any
 import torch
 from _common import environment, set_threads, table, verdict, write_json
 
-from estimators.data.history import Rows
-from estimators.functionals.partial_posteriors import (
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.functionals.partial_posteriors import (
     ConjugatePath,
     debiased_expectation,
     expected_rows,
 )
-from estimators.functionals.posterior_functionals import Functional, conjugate_expectation
-from models import BetaBernoulli, LinearRegression
-from models.base import ConjugateModel
+from modelcompare.estimators.functionals.posterior_functionals import (
+    Functional,
+    conjugate_expectation,
+)
+from modelcompare.models import BetaBernoulli, LinearRegression
+from modelcompare.models.base import ConjugateModel
 
 F64 = torch.float64
 

@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "service"))
 from redis_cluster import LocalCluster, free_node_ports  # noqa: E402
 
-from models import LinearRegression  # noqa: E402
-from service.store.connection import Connection, SyncClient  # noqa: E402
-from service.store.keys import GROUP, Keys  # noqa: E402
+from modelcompare.models import LinearRegression  # noqa: E402
+from modelcompare.service.store.connection import Connection, SyncClient  # noqa: E402
+from modelcompare.service.store.keys import GROUP, Keys  # noqa: E402
 
 MODELS = [
     {"name": "right", "family": "linear_regression", "config": {"dim": 3}},
@@ -88,7 +88,7 @@ def environment_for(url: str, prefix: str) -> dict[str, str]:
 def start_api(url: str, prefix: str, root: Path = ROOT) -> tuple[subprocess.Popen[bytes], str]:
     port = free_node_ports(1)[0]
     env = {**environment_for(url, prefix), "MODELCOMPARE_EMBEDDED_WORKER": "false"}
-    process = subprocess.Popen([sys.executable, "-m", "service", "--log-level", "warning",
+    process = subprocess.Popen([sys.executable, "-m", "modelcompare", "--log-level", "warning",
                                 "serve", "--port", str(port)], cwd=root, env=env)
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
@@ -156,8 +156,9 @@ def throughput(url: str, workers: int, comparisons: int, rows: int, chunk: int) 
     try:
         queued = queue_comparisons(api, comparisons, rows, chunk)
         chunks = -(-rows // chunk)
-        processes = [subprocess.Popen([sys.executable, "-m", "service", "--log-level", "warning",
-                                       "worker"], cwd=ROOT, env=environment_for(url, prefix))
+        processes = [subprocess.Popen([sys.executable, "-m", "modelcompare", "--log-level",
+                                       "warning", "worker"], cwd=ROOT,
+                                      env=environment_for(url, prefix))
                      for _ in range(workers)]
         try:
             total = comparisons * chunks
@@ -193,7 +194,7 @@ def memory(url: str, chunks: int, sizes: tuple[int, int], root: Path = ROOT) -> 
     prefix = f"mem-{uuid.uuid4().hex[:8]}"
     api_process, api = start_api(url, prefix, root)
     store = Connection.detect(url).sync_client()
-    worker = subprocess.Popen([sys.executable, "-m", "service", "--log-level", "warning",
+    worker = subprocess.Popen([sys.executable, "-m", "modelcompare", "--log-level", "warning",
                                "worker"], cwd=root, env=environment_for(url, prefix))
     try:
         empty = next(iter(queue_comparisons(api, 1, 0, 1)))

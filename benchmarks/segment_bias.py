@@ -38,9 +38,9 @@ from typing import Any
 from _common import environment, result_path, set_threads, table, write_json
 from calibration import CHUNK, FAMILIES, STREAMS, build, data_set, reference
 
-from estimators import OnlineEvidence
-from estimators.data.history import Rows
-from estimators.online.settings import ExactPhaseSettings
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.online.settings import ExactPhaseSettings
 
 MAX_START = ExactPhaseSettings.model_fields["full_batch_rows"].metadata[-1].le
 START_SEED = 1_000_000  # the shared start's engine seed; the runs take seeds 0, 1, ...

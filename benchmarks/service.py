@@ -50,7 +50,7 @@ def free_port() -> int:
 def start_server(data_dir: str) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "MODELCOMPARE_REDIS_URL")}
-    command = [sys.executable, "-m", "service", "--log-level", "warning", "serve", "--port",
+    command = [sys.executable, "-m", "modelcompare", "--log-level", "warning", "serve", "--port",
                str(port), "--data-dir", data_dir]
     process = subprocess.Popen(command, cwd=ROOT, env=env)
     url = f"http://127.0.0.1:{port}"

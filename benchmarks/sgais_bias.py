@@ -35,8 +35,8 @@ import torch
 from _common import environment, set_threads, table, write_json
 from paper import build, simulate
 
-from estimators import EstimatorError, OnlineEvidence
-from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
+from modelcompare.estimators import EstimatorError, OnlineEvidence
+from modelcompare.estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
 
 CHUNK = 500
 SETTINGS: dict[str, dict[str, Any]] = {

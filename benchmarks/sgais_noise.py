@@ -26,12 +26,12 @@ import torch
 from _common import environment, set_threads, table, write_json
 from paper import build, simulate
 
-from estimators import OnlineEvidence
-from estimators.data.history import RowsHistory
-from estimators.moves.sghmc import sghmc_step
-from estimators.online.settings import SGAISSettings
-from estimators.online.target import Anchor, PastData, grad_log_target
-from estimators.smc.covariance import particle_scale
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.estimators.data.history import RowsHistory
+from modelcompare.estimators.moves.sghmc import sghmc_step
+from modelcompare.estimators.online.settings import SGAISSettings
+from modelcompare.estimators.online.target import Anchor, PastData, grad_log_target
+from modelcompare.estimators.smc.covariance import particle_scale
 
 CHUNK, BATCH_SIZES = 500, (100, 1_000)
 

@@ -24,9 +24,9 @@ from typing import Any
 import torch
 from _common import environment, result_path, set_threads, table, write_json
 
-from estimators import OnlineEvidence
-from estimators.data.rng import derive_seed
-from models import LinearRegression
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.estimators.data.rng import derive_seed
+from modelcompare.models import LinearRegression
 
 INPUTS, CHANGES = 5, (1_000, 10_000)
 

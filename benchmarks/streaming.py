@@ -27,7 +27,7 @@ import numpy as np
 from _common import environment, set_threads, table, write_json
 from paper import REFERENCES, build, run_limited, simulate
 
-from estimators import OnlineEvidence
+from modelcompare.estimators import OnlineEvidence
 
 
 def sgais_pass(name: str, rows: Any, args: argparse.Namespace) -> dict[str, Any]:

@@ -59,7 +59,7 @@ def stream(
     """Feed POSTs; returns (n, cumulative seconds) after each, state/history sizes at
     ``sizes_at``, the total number of annealing steps and the process CPU seconds of the
     updates (what other work on the machine does not inflate)."""
-    from estimators import state_to_bytes
+    from modelcompare.estimators import state_to_bytes
 
     clock, sizes, steps, elapsed, cpu = [(0, 0.0)], [], 0, 0.0, 0.0
     columns = x.shape[1] + (y is not None)  # x columns plus y, float64
@@ -94,7 +94,7 @@ def rate(clock: list[tuple[int, float]], first: int, last: int) -> float:
 
 def data(workload: str, rows: int, seed: int, post: int) -> tuple[torch.Tensor, Any, Any]:
     """The workload's rows (x, y or None) and its model."""
-    from models import GaussianMixture, LinearRegression, LogisticRegression
+    from modelcompare.models import GaussianMixture, LinearRegression, LogisticRegression
 
     if workload == "linear":
         parts = list(linear_stream(rows, seed, 5, post))
@@ -107,8 +107,8 @@ def data(workload: str, rows: int, seed: int, post: int) -> tuple[torch.Tensor, 
 
 def run_workload(workload: str, args: argparse.Namespace) -> dict[str, Any]:
     """One workload on the estimators importable here; its figures."""
-    import estimators
-    from estimators import OnlineEvidence
+    from modelcompare import estimators
+    from modelcompare.estimators import OnlineEvidence
 
     rows = int(getattr(args, f"{workload}_n"))
     x, y, model = data(workload, rows, args.seed, args.post)
@@ -153,7 +153,7 @@ def measured_in_child(workload: str, args: argparse.Namespace, source: Path) -> 
     bootstrap = (
         "import sys, runpy; "
         f"sys.path[:0] = [{str(source)!r}, {str(Path(__file__).parent)!r}]; "
-        "import estimators, models; "
+        "import modelcompare.estimators, modelcompare.models; "
         f"sys.argv = {[__file__, *child_arguments(workload, args)]!r}; "
         f"runpy.run_path({__file__!r}, run_name='__main__')"
     )

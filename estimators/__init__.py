@@ -8,35 +8,39 @@ the parts: ``online`` (the streaming methods), ``references`` (full-data baselin
 (history, randomness, serialisation, the chunk schedule).
 """
 
-from estimators.data.history import ColumnView, History, InMemoryHistory, Rows
-from estimators.data.serialization import state_from_bytes, state_to_bytes
-from estimators.deadline import Deadline
-from estimators.errors import (
+from modelcompare.estimators.data.history import ColumnView, History, InMemoryHistory, Rows
+from modelcompare.estimators.data.serialization import state_from_bytes, state_to_bytes
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.errors import (
     BudgetExceeded,
     CutOff,
     EstimatorConfigError,
     EstimatorError,
     Progress,
 )
-from estimators.estimator import Estimator
-from estimators.methods import METHODS, Method, build
-from estimators.online.exact import ExactInfo, ExactState
-from estimators.online.hybrid import HybridInfo
-from estimators.online.records import ParticleState
-from estimators.online.sequential import SequentialInfo
-from estimators.online.settings import (
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.methods import METHODS, Method, build
+from modelcompare.estimators.online.exact import ExactInfo, ExactState
+from modelcompare.estimators.online.hybrid import HybridInfo
+from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.online.sequential import SequentialInfo
+from modelcompare.estimators.online.settings import (
     ExactSettings,
     HybridSettings,
     MinibatchMHSettings,
     SequentialSettings,
     SGAISSettings,
 )
-from estimators.online.sgais import SGAISInfo
-from estimators.references.ais import AISSettings, run_ais
-from estimators.references.batch import BatchEvidence, BatchState, RerunInfo
-from estimators.references.nested import NestedSettings, run_nested, run_rejection_nested
-from estimators.settings import Settings
-from estimators.tracker import OnlineEvidence, exact_log_evidence
+from modelcompare.estimators.online.sgais import SGAISInfo
+from modelcompare.estimators.references.ais import AISSettings, run_ais
+from modelcompare.estimators.references.batch import BatchEvidence, BatchState, RerunInfo
+from modelcompare.estimators.references.nested import (
+    NestedSettings,
+    run_nested,
+    run_rejection_nested,
+)
+from modelcompare.estimators.settings import Settings
+from modelcompare.estimators.tracker import OnlineEvidence, exact_log_evidence
 
 __all__ = [
     "METHODS",

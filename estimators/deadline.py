@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from estimators.errors import BudgetExceeded, CutOff, Progress
+from modelcompare.estimators.errors import BudgetExceeded, CutOff, Progress
 
 Checkpoint = Callable[[], None]  # raises ``BudgetExceeded`` once the deadline has passed
 

@@ -26,8 +26,8 @@ class Progress(NamedTuple):
 
 
 class BudgetExceeded(EstimatorError):
-    """The update ran past its deadline (``estimators.Deadline``) and stopped cooperatively,
-    between annealing steps or moves. The state passed in is untouched."""
+    """The update ran past its deadline (``modelcompare.estimators.Deadline``) and stopped
+    cooperatively, between annealing steps or moves. The state passed in is untouched."""
 
     def __init__(self, progress: Progress) -> None:
         where = "" if progress.temperature is None else f" at λ = {progress.temperature:.3g}"

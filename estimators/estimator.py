@@ -1,7 +1,7 @@
 """The binding of a model to an estimator method: a frozen record of pure functions over explicit,
 immutable state (``init`` + ``update`` returning ``(State, Info)``, as in BlackJAX), built by
-``estimators.build``. The library (``OnlineEvidence``), the service's workers and the API's
-validation all hold one of these.
+``modelcompare.estimators.build``. The library (``OnlineEvidence``), the service's workers and the
+API's validation all hold one of these.
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ from typing import Any, Generic, Protocol, TypeVar
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, OnDevice, Rows
-from estimators.data.rng import derive_generator
-from estimators.data.serialization import state_from_bytes
-from estimators.deadline import Deadline
-from estimators.settings import Settings
-from estimators.smc.weights import ess as kish_ess
-from models import Model, Prediction
+from modelcompare.estimators.data.history import History, OnDevice, Rows
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.estimators.data.serialization import state_from_bytes
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.settings import Settings
+from modelcompare.estimators.smc.weights import ess as kish_ess
+from modelcompare.models import Model, Prediction
 
 StateT = TypeVar("StateT")
 InfoT = TypeVar("InfoT")

@@ -5,21 +5,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from estimators.errors import EstimatorConfigError
-from estimators.estimator import Estimator
-from estimators.online import exact, hybrid, minibatch_mh, sequential, sgais
-from estimators.online.settings import (
+from modelcompare.estimators.errors import EstimatorConfigError
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.online import exact, hybrid, minibatch_mh, sequential, sgais
+from modelcompare.estimators.online.settings import (
     ExactSettings,
     HybridSettings,
     MinibatchMHSettings,
     SequentialSettings,
     SGAISSettings,
 )
-from estimators.references import ais, nested
-from estimators.references.ais import AISSettings
-from estimators.references.nested import NestedSettings
-from estimators.settings import Settings
-from models import Model
+from modelcompare.estimators.references import ais, nested
+from modelcompare.estimators.references.ais import AISSettings
+from modelcompare.estimators.references.nested import NestedSettings
+from modelcompare.estimators.settings import Settings
+from modelcompare.models import Model
 
 
 class Method(NamedTuple):

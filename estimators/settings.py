@@ -1,7 +1,7 @@
 """Estimator settings: one typed, frozen record per method, each setting with a default, a lower
 and an upper bound and a one-line description. The records validate what the engine is given
-(``estimators.build``) and, through ``service.schemas``, what the API accepts, so the OpenAPI
-page lists every method's settings with their defaults and bounds.
+(``modelcompare.estimators.build``) and, through ``modelcompare.service.schemas``, what the API
+accepts, so the OpenAPI page lists every method's settings with their defaults and bounds.
 
 The upper bounds keep one update of one chunk from holding a worker for long: each caps a setting
 that multiplies the cost of an update at 4–16× its default (docs/reference/settings.md).
@@ -17,8 +17,8 @@ from typing import Any, Self
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from estimators.errors import EstimatorConfigError
-from estimators.moves.hmc import HMCParams
+from modelcompare.estimators.errors import EstimatorConfigError
+from modelcompare.estimators.moves.hmc import HMCParams
 
 
 class Settings(BaseModel):

@@ -12,16 +12,16 @@ import torch
 from safetensors.torch import save
 from torch import Tensor
 
-from estimators.data.history import ColumnView, InMemoryHistory, Rows, select_columns
-from estimators.data.serialization import (
+from modelcompare.estimators.data.history import ColumnView, InMemoryHistory, Rows, select_columns
+from modelcompare.estimators.data.serialization import (
     read_safetensors,
     state_from_tensors,
     state_to_bytes,
     state_to_tensors,
 )
-from estimators.deadline import Deadline
-from estimators.methods import build
-from models import Model, Prediction
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.methods import build
+from modelcompare.models import Model, Prediction
 
 ArrayLike = Tensor | np.ndarray | Sequence[Any]
 
@@ -46,16 +46,16 @@ def as_tensor(values: ArrayLike | None, ndim: int, name: str) -> Tensor | None:
 class OnlineEvidence:
     """Running log evidence of ``model`` on a stream of chunks.
 
-    >>> from models import LinearRegression
+    >>> from modelcompare.models import LinearRegression
     >>> tracker = OnlineEvidence(LinearRegression(dim=2), particles=64, seed=0)
     >>> info = tracker.update([[0.1, 0.2], [0.3, -1.0]], [0.5, -0.2])
     >>> tracker.n_observations
     2
 
     ``columns`` selects which columns of ``x`` the model reads (default: the first ``input_dim``).
-    ``particles`` and the other settings are the method's (``estimators.METHODS``; defaults when
-    left out). Every update draws from a generator seeded by (seed, name, update number), so
-    replaying the same chunks reproduces the same state bit for bit.
+    ``particles`` and the other settings are the method's (``modelcompare.estimators.METHODS``;
+    defaults when left out). Every update draws from a generator seeded by (seed, name, update
+    number), so replaying the same chunks reproduces the same state bit for bit.
     """
 
     def __init__(

@@ -17,9 +17,9 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from models import Model, Prediction
-from models.config import FamilyConfig, Integer, input_dim, scale
-from models.weighting import normalized_weights, weighted_mean_and_variance
+from modelcompare.models import Model, Prediction
+from modelcompare.models.config import FamilyConfig, Integer, input_dim, scale
+from modelcompare.models.weighting import normalized_weights, weighted_mean_and_variance
 
 
 class StudentTRegressionConfig(FamilyConfig):

@@ -1,14 +1,20 @@
 """Probabilistic models compared by modelcompare: pure torch functions, no I/O."""
 
-from models.base import ConjugateModel, Model, ModelConfigError, Prediction, WeightedSum
-from models.beta_bernoulli import BetaBernoulli
-from models.gamma_poisson import GammaPoisson
-from models.gaussian_mixture import GaussianMixture
-from models.linear_regression import LinearRegression
-from models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
-from models.logistic_regression import LogisticRegression
-from models.poisson_regression import PoissonRegression
-from models.weighting import WeightedRows
+from modelcompare.models.base import (
+    ConjugateModel,
+    Model,
+    ModelConfigError,
+    Prediction,
+    WeightedSum,
+)
+from modelcompare.models.beta_bernoulli import BetaBernoulli
+from modelcompare.models.gamma_poisson import GammaPoisson
+from modelcompare.models.gaussian_mixture import GaussianMixture
+from modelcompare.models.linear_regression import LinearRegression
+from modelcompare.models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
+from modelcompare.models.logistic_regression import LogisticRegression
+from modelcompare.models.poisson_regression import PoissonRegression
+from modelcompare.models.weighting import WeightedRows
 
 FAMILIES: dict[str, type[Model]] = {
     cls.family: cls

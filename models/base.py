@@ -6,7 +6,8 @@ parameters carry their log-Jacobian inside ``log_prior``. Data is ``x`` of shape
 (``None`` when ``input_dim == 0``) and ``y`` of shape ``(R,)`` (``None`` when the model has no
 target). Everything is float64, on the device of the tensors (or generator) passed in, except
 that the sums prepared for many θ (``weighted_sum``, ``stepwise_sums``) compute in the dtype of
-their rows: the estimators' moves prepare them in float32 (``estimators.online.precision``).
+their rows: the estimators' moves prepare them in float32
+(``modelcompare.estimators.online.precision``).
 
 What only some families have is reached through methods, never by testing a model's class:
 ``closed_form()`` (the conjugate oracle) and ``mean_field()`` (the MC-CAVI scheme) return None
@@ -23,11 +24,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from models.weighting import WeightedRows
+from modelcompare.models.weighting import WeightedRows
 
 if TYPE_CHECKING:
-    from models.config import FamilyConfig
-    from models.mean_field import MeanField
+    from modelcompare.models.config import FamilyConfig
+    from modelcompare.models.mean_field import MeanField
 
 
 class ModelConfigError(ValueError):

@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from models.base import ConjugateModel, Model, Prediction
-from models.config import FamilyConfig, scale
-from models.gamma_poisson import sample_log_gamma
-from models.weighting import normalized_weights
+from modelcompare.models.base import ConjugateModel, Model, Prediction
+from modelcompare.models.config import FamilyConfig, scale
+from modelcompare.models.gamma_poisson import sample_log_gamma
+from modelcompare.models.weighting import normalized_weights
 
 
 def log_beta(a: Tensor | float, b: Tensor | float) -> Tensor:

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
-from models.base import ModelConfigError
+from modelcompare.models.base import ModelConfigError
 
 MAX_INPUT_DIM = 1_000
 MAX_CLASSES = 100

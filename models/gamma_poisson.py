@@ -12,9 +12,9 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from models.base import ConjugateModel, Model, Prediction
-from models.config import FamilyConfig, scale
-from models.weighting import normalized_weights, weighted_mean_and_variance
+from modelcompare.models.base import ConjugateModel, Model, Prediction
+from modelcompare.models.config import FamilyConfig, scale
+from modelcompare.models.weighting import normalized_weights, weighted_mean_and_variance
 
 
 def sample_log_gamma(

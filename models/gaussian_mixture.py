@@ -19,12 +19,12 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from models.base import Model, Prediction
-from models.config import MAX_COMPONENTS, FamilyConfig, Integer, input_dim
-from models.gamma_poisson import sample_log_gamma
-from models.mixture_mean_field import MixtureMeanField
-from models.mixture_prior import MEAN_VARIANCE_RATIO, VARIANCE_SCALE, VARIANCE_SHAPE
-from models.weighting import WeightedRows, joined_rows, weighted_log_mean_exp
+from modelcompare.models.base import Model, Prediction
+from modelcompare.models.config import MAX_COMPONENTS, FamilyConfig, Integer, input_dim
+from modelcompare.models.gamma_poisson import sample_log_gamma
+from modelcompare.models.mixture_mean_field import MixtureMeanField
+from modelcompare.models.mixture_prior import MEAN_VARIANCE_RATIO, VARIANCE_SCALE, VARIANCE_SHAPE
+from modelcompare.models.weighting import WeightedRows, joined_rows, weighted_log_mean_exp
 
 
 class GaussianMixtureConfig(FamilyConfig):

@@ -14,16 +14,16 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor
 
-from models.base import ConjugateModel, Model, Prediction
-from models.config import FamilyConfig, Integer, input_dim, scale
-from models.gaussian_linear import (
+from modelcompare.models.base import ConjugateModel, Model, Prediction
+from modelcompare.models.config import FamilyConfig, Integer, input_dim, scale
+from modelcompare.models.gaussian_linear import (
     GaussianPosterior,
     add_rows,
     design,
     prior_information,
     regression_inputs,
 )
-from models.weighting import (
+from modelcompare.models.weighting import (
     WeightedRows,
     joined_rows,
     normalized_weights,

@@ -16,18 +16,18 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from models.base import ConjugateModel, Model, Prediction
-from models.config import FamilyConfig, Integer, input_dim, scale
-from models.gamma_poisson import log_gamma_moments, sample_log_gamma
-from models.gaussian_linear import (
+from modelcompare.models.base import ConjugateModel, Model, Prediction
+from modelcompare.models.config import FamilyConfig, Integer, input_dim, scale
+from modelcompare.models.gamma_poisson import log_gamma_moments, sample_log_gamma
+from modelcompare.models.gaussian_linear import (
     GaussianPosterior,
     add_rows,
     design,
     prior_information,
     regression_inputs,
 )
-from models.nig_mean_field import NIGMeanField
-from models.weighting import normalized_weights, weighted_mean_and_variance
+from modelcompare.models.nig_mean_field import NIGMeanField
+from modelcompare.models.weighting import normalized_weights, weighted_mean_and_variance
 
 
 class LinearRegressionUnknownNoiseConfig(FamilyConfig):

@@ -16,10 +16,15 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import Tensor
 
-from models.base import Model, Prediction
-from models.config import MAX_CLASSES, FamilyConfig, Integer, input_dim
-from models.gaussian_linear import design, regression_inputs
-from models.weighting import WeightedRows, joined_rows, normalized_weights, stepwise_rows
+from modelcompare.models.base import Model, Prediction
+from modelcompare.models.config import MAX_CLASSES, FamilyConfig, Integer, input_dim
+from modelcompare.models.gaussian_linear import design, regression_inputs
+from modelcompare.models.weighting import (
+    WeightedRows,
+    joined_rows,
+    normalized_weights,
+    stepwise_rows,
+)
 
 
 class LogisticRegressionConfig(FamilyConfig):

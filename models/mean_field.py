@@ -1,4 +1,5 @@
-"""What a family provides for MC-CAVI (``estimators.variational``): its mean-field scheme.
+"""What a family provides for MC-CAVI (``modelcompare.estimators.variational``): its mean-field
+scheme.
 
 Coordinate-ascent VI sets each factor to q_j ∝ exp(E_{q_−j}[log p(data, θ)]) in turn (Bishop,
 PRML eq. 10.9). The updates, the factor densities and the ELBO are the family's maths and live

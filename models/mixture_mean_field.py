@@ -22,8 +22,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from models.mean_field import Sampler, resize_chains
-from models.mixture_prior import MEAN_VARIANCE_RATIO, VARIANCE_SCALE, VARIANCE_SHAPE
+from modelcompare.models.mean_field import Sampler, resize_chains
+from modelcompare.models.mixture_prior import MEAN_VARIANCE_RATIO, VARIANCE_SCALE, VARIANCE_SHAPE
 
 KAPPA0 = 1.0 / MEAN_VARIANCE_RATIO
 LOG_2PI = math.log(2.0 * math.pi)

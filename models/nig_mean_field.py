@@ -18,13 +18,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from models.gaussian_linear import (
+from modelcompare.models.gaussian_linear import (
     GaussianPosterior,
     add_rows,
     prior_information,
     regression_inputs,
 )
-from models.mean_field import LogDensity, Sampler, resize_chains
+from modelcompare.models.mean_field import LogDensity, Sampler, resize_chains
 
 LOG_2PI = math.log(2.0 * math.pi)
 

@@ -14,11 +14,11 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
-from models.base import Model, Prediction
-from models.config import FamilyConfig, Integer, input_dim, scale
-from models.gamma_poisson import require_counts
-from models.gaussian_linear import design
-from models.weighting import normalized_weights, weighted_mean_and_variance
+from modelcompare.models.base import Model, Prediction
+from modelcompare.models.config import FamilyConfig, Integer, input_dim, scale
+from modelcompare.models.gamma_poisson import require_counts
+from modelcompare.models.gaussian_linear import design
+from modelcompare.models.weighting import normalized_weights, weighted_mean_and_variance
 
 
 class PoissonRegressionConfig(FamilyConfig):

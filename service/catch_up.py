@@ -5,12 +5,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from estimators import Deadline
-from service.core.config import Settings
-from service.engine import Runner
-from service.reliability import observe
-from service.store.queue import Snapshot
-from service.window import advance
+from modelcompare.estimators import Deadline
+from modelcompare.service.core.config import Settings
+from modelcompare.service.engine import Runner
+from modelcompare.service.reliability import observe
+from modelcompare.service.store.queue import Snapshot
+from modelcompare.service.window import advance
 
 log = logging.getLogger("modelcompare.worker")
 

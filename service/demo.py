@@ -21,9 +21,9 @@ from rich.live import Live
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from service.api.main import create_app
-from service.client import Client
-from service.core.config import Settings
+from modelcompare.service.api.main import create_app
+from modelcompare.service.client import Client
+from modelcompare.service.core.config import Settings
 
 WEIGHTS = np.array([1.0, -0.7, 0.5])
 MODELS = [

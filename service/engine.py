@@ -13,18 +13,18 @@ from typing import Any, NamedTuple
 
 import torch
 
-from estimators import ColumnView, Deadline, Estimator, History, Rows, build
-from estimators.data.history import cat_rows, select_columns
-from estimators.functionals.partial_posteriors import (
+from modelcompare.estimators import ColumnView, Deadline, Estimator, History, Rows, build
+from modelcompare.estimators.data.history import cat_rows, select_columns
+from modelcompare.estimators.functionals.partial_posteriors import (
     PathEstimate,
     debiased_expectation,
     path_runner,
 )
-from estimators.functionals.posterior_functionals import Functional
-from estimators.variational.mccavi import has_elbo, mccavi_elbo
-from models import Model, Prediction
-from service.schemas import ComparisonSpec, ModelSpec
-from service.store.history import model_view
+from modelcompare.estimators.functionals.posterior_functionals import Functional
+from modelcompare.estimators.variational.mccavi import has_elbo, mccavi_elbo
+from modelcompare.models import Model, Prediction
+from modelcompare.service.schemas import ComparisonSpec, ModelSpec
+from modelcompare.service.store.history import model_view
 
 log = logging.getLogger("modelcompare.engine")
 

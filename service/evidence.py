@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
-from models import Prediction
-from service import reliability
-from service.schemas import ComparisonSpec
-from service.window import bayes_factors
+from modelcompare.models import Prediction
+from modelcompare.service import reliability
+from modelcompare.service.schemas import ComparisonSpec
+from modelcompare.service.window import bayes_factors
 
 
 def prior_probabilities(spec: ComparisonSpec) -> dict[str, float]:

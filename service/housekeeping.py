@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 import time
 
-from service.store.queue import Queue
-from service.store.work import WorkFinder
+from modelcompare.service.store.queue import Queue
+from modelcompare.service.store.work import WorkFinder
 
 log = logging.getLogger("modelcompare.worker")
 

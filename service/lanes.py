@@ -21,7 +21,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from service.core.config import Settings
+from modelcompare.service.core.config import Settings
 
 
 class CostBook:
@@ -86,8 +86,8 @@ class Lane:
 
     @property
     def cutoff(self) -> float:
-        """CPU seconds after which this lane abandons an update (``estimators.CutOff``) or
-        moves on from a comparison: ``express_seconds`` on the express lane."""
+        """CPU seconds after which this lane abandons an update (``modelcompare.estimators.CutOff``)
+        or moves on from a comparison: ``express_seconds`` on the express lane."""
         return math.inf if self.express_seconds is None else self.express_seconds
 
     def hand_over(self, cid: str) -> None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 
 import redis
 
-from service.store.queue import Queue
+from modelcompare.service.store.queue import Queue
 
 log = logging.getLogger("modelcompare.worker")
 

@@ -1,6 +1,6 @@
 """The service's size limits: fixed ceilings per model (``check_size``) and the configurable
-limits per comparison (``Limits``, from ``service.core.config.Settings``; docs/guide/limits.md),
-checked before any state is allocated."""
+limits per comparison (``Limits``, from ``modelcompare.service.core.config.Settings``;
+docs/guide/limits.md), checked before any state is allocated."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from service.schemas import ComparisonSpec
+    from modelcompare.service.schemas import ComparisonSpec
 
 # Service limits, checked before any state is allocated: a request must not be able to make the
 # API or a worker allocate gigabytes (exact states hold D×D matrices; particle states M×D).
@@ -27,7 +27,7 @@ def check_size(name: str, parameters: int, particles: int) -> None:
 
 # A model's stored state (a safetensors record of the estimator state), bounded from above: per
 # particle its parameters, its log-weight, and its Eve and the Eve's weight (SG-AIS's genealogy,
-# ``estimators.online.records.ParticleState``); per particle system (``islands``) the
+# ``modelcompare.estimators.online.records.ParticleState``); per particle system (``islands``) the
 # control-variate anchor (a point and a gradient) and its scalars; per record the header.
 PARTICLE_VALUES = 3
 SYSTEM_VALUES = 16
@@ -57,7 +57,7 @@ class LimitExceeded(ValueError):
 @dataclass(frozen=True)
 class Limits:
     """What one comparison may ask for; the values (and their defaults) are settings
-    (``service.core.config.Settings``, docs/guide/limits.md)."""
+    (``modelcompare.service.core.config.Settings``, docs/guide/limits.md)."""
 
     max_models: int
     max_comparison_parameters: int

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from service.store.queue import Commit
+from modelcompare.service.store.queue import Commit
 
 
 class Metrics:

@@ -18,13 +18,13 @@ import math
 import threading
 from typing import Any
 
-from estimators import BudgetExceeded, CutOff, Deadline, Rows, state_to_bytes
-from service.engine import Runner, runner_for
-from service.lease import kept
-from service.schemas import ComparisonSpec
-from service.store.codec import decode_block
-from service.store.history import HistoryCache
-from service.store.tasks import Staged, TaskBoard
+from modelcompare.estimators import BudgetExceeded, CutOff, Deadline, Rows, state_to_bytes
+from modelcompare.service.engine import Runner, runner_for
+from modelcompare.service.lease import kept
+from modelcompare.service.schemas import ComparisonSpec
+from modelcompare.service.store.codec import decode_block
+from modelcompare.service.store.history import HistoryCache
+from modelcompare.service.store.tasks import Staged, TaskBoard
 
 
 def update_model(runner: Runner, state: Any, rows: Rows, prefix: Any, sequence: int,

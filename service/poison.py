@@ -13,10 +13,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from service.core.config import Settings
-from service.evidence import evidence_body, joined_models, model_summaries
-from service.store.queue import Commit, DeadLetter, Entry, Queue, Snapshot
-from service.store.tasks import Staged
+from modelcompare.service.core.config import Settings
+from modelcompare.service.evidence import evidence_body, joined_models, model_summaries
+from modelcompare.service.store.queue import Commit, DeadLetter, Entry, Queue, Snapshot
+from modelcompare.service.store.tasks import Staged
 
 log = logging.getLogger("modelcompare.worker")
 

@@ -13,15 +13,16 @@ again with the damage done, so one such update marks the model for good: log Z c
 A cloud can also collapse onto one point without a diverged move (a sorted mixture stream can,
 even after a re-estimate: see docs/design/drift.md); it then explains every chunk in one
 annealing step, log Z drifts thousands of nats low, and its standard error is that of one
-particle. The update's ``spread`` (``estimators.online.spread``: the cloud's width in units of
-the posterior's, about 1 while it follows it) shows it: below ``FROZEN`` marks the model too.
+particle. The update's ``spread`` (``modelcompare.estimators.online.spread``: the cloud's width in
+units of the posterior's, about 1 while it follows it) shows it: below ``FROZEN`` marks the model
+too.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from estimators.online.spread import FROZEN
+from modelcompare.estimators.online.spread import FROZEN
 
 
 def initial() -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Request and stored shapes. Requests are strict JSON: a number is never a string or a boolean
 (``Integer`` accepts 3.0 as 3, as JSON Schema does). A model's config is its family's record
-(``models.config``); the estimator settings are the method's settings record (the API schema is
-generated from those records), checked again by building the estimator for every model."""
+(``modelcompare.models.config``); the estimator settings are the method's settings record (the API
+schema is generated from those records), checked again by building the estimator for every model."""
 
 from __future__ import annotations
 
@@ -20,10 +20,10 @@ from pydantic import (
     model_validator,
 )
 
-from estimators import METHODS, EstimatorConfigError, Settings, build
-from models import FAMILIES, Model, build_model
-from models.config import FamilyConfig, Integer, integral
-from service.limits import Limits, check_size, state_bytes
+from modelcompare.estimators import METHODS, EstimatorConfigError, Settings, build
+from modelcompare.models import FAMILIES, Model, build_model
+from modelcompare.models.config import FamilyConfig, Integer, integral
+from modelcompare.service.limits import Limits, check_size, state_bytes
 
 # at least one character that is not a dot: "." and ".." are path segments a URL resolves away
 # (DELETE …/models/.. would reach …/{id}, the comparison itself)
@@ -74,7 +74,7 @@ def stored_estimator(estimator: Settings) -> dict[str, Any]:
 
 class BaseModelIn(BaseModel):
     """A model of a comparison: ``family`` picks the shape of ``config`` (one variant per family
-    of ``models.FAMILIES``, below)."""
+    of ``modelcompare.models.FAMILIES``, below)."""
 
     model_config = STRICT_JSON
     name: str = Field(pattern=NAME_PATTERN, max_length=64,
@@ -137,7 +137,7 @@ def _family_model_in(family: str, cls: type[Model]) -> type[BaseModelIn]:
 
 
 # Discriminated on ``family``: one variant per registered family, so a new family's record is in
-# the API (and its OpenAPI schema) as soon as it is in models.FAMILIES.
+# the API (and its OpenAPI schema) as soon as it is in modelcompare.models.FAMILIES.
 ModelIn = Annotated[
     Union[tuple(_family_model_in(f, c) for f, c in FAMILIES.items())],  # type: ignore[valid-type]  # noqa: UP007
     Field(discriminator="family"),

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from estimators import Rows
-from service.engine import Runner, runner_for
-from service.schemas import ComparisonSpec, ModelSpec
-from service.store.codec import decode_block
+from modelcompare.estimators import Rows
+from modelcompare.service.engine import Runner, runner_for
+from modelcompare.service.schemas import ComparisonSpec, ModelSpec
+from modelcompare.service.store.codec import decode_block
 
 
 class Refusal(NamedTuple):

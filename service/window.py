@@ -28,8 +28,8 @@ def advance(summary: dict[str, Any], window_rows: int) -> None:
     if log_z is None or stderr is None:
         return
     if (summary.get("info") or {}).get("restarted"):
-        # log Z was estimated again over every row (estimators.online.restart): the earlier
-        # checkpoints belong to the estimate it replaced, so the window starts here
+        # log Z was estimated again over every row (modelcompare.estimators.online.restart): the
+        # earlier checkpoints belong to the estimate it replaced, so the window starts here
         summary["window_checkpoints"], summary["window"] = [[n, log_z, stderr * stderr]], None
         return
     if n > points[-1][0]:

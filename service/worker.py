@@ -18,26 +18,26 @@ from collections import deque
 
 import redis
 
-from estimators import CutOff, state_to_bytes
-from service.catch_up import catch_up, catching_up
-from service.core.config import Settings
-from service.engine import runner_for
-from service.evidence import evidence_body, joined_models, model_summaries, trace_point
-from service.housekeeping import Housekeeping
-from service.lanes import Lane
-from service.lease import Lease, held
-from service.metrics import Metrics
-from service.parallel import ModelTasks
-from service.poison import ChunkFailed, Poison
-from service.reliability import observe, reliable
-from service.scheduling import Schedule
-from service.store.codec import decode_block, empty_block
-from service.store.connection import UNAVAILABLE, SyncClient
-from service.store.history import HistoryCache
-from service.store.queue import GONE, STALE, Commit, DeadLetter, Entry, Queue, Snapshot
-from service.store.tasks import TaskBoard
-from service.store.work import WorkFinder
-from service.window import advance
+from modelcompare.estimators import CutOff, state_to_bytes
+from modelcompare.service.catch_up import catch_up, catching_up
+from modelcompare.service.core.config import Settings
+from modelcompare.service.engine import runner_for
+from modelcompare.service.evidence import evidence_body, joined_models, model_summaries, trace_point
+from modelcompare.service.housekeeping import Housekeeping
+from modelcompare.service.lanes import Lane
+from modelcompare.service.lease import Lease, held
+from modelcompare.service.metrics import Metrics
+from modelcompare.service.parallel import ModelTasks
+from modelcompare.service.poison import ChunkFailed, Poison
+from modelcompare.service.reliability import observe, reliable
+from modelcompare.service.scheduling import Schedule
+from modelcompare.service.store.codec import decode_block, empty_block
+from modelcompare.service.store.connection import UNAVAILABLE, SyncClient
+from modelcompare.service.store.history import HistoryCache
+from modelcompare.service.store.queue import GONE, STALE, Commit, DeadLetter, Entry, Queue, Snapshot
+from modelcompare.service.store.tasks import TaskBoard
+from modelcompare.service.store.work import WorkFinder
+from modelcompare.service.window import advance
 
 log = logging.getLogger("modelcompare.worker")
 

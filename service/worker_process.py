@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 import threading
 
-from service.core.config import Settings
-from service.lanes import lane_settings, lanes_of
-from service.metrics import Metrics
-from service.store.connection import SyncClient
-from service.worker import Worker
+from modelcompare.service.core.config import Settings
+from modelcompare.service.lanes import lane_settings, lanes_of
+from modelcompare.service.metrics import Metrics
+from modelcompare.service.store.connection import SyncClient
+from modelcompare.service.worker import Worker
 
 
 class WorkerProcess:

@@ -41,7 +41,7 @@ def test_paper_tiny_grid_agrees_with_exact(tmp_path: Path) -> None:
         from paper import simulate
     finally:
         sys.path.remove(str(BENCHMARKS))
-    from models import LinearRegression
+    from modelcompare.models import LinearRegression
 
     rows = simulate("linear", 1000, 0)
     results = payload["results"]

@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from estimators import OnlineEvidence
+from modelcompare.estimators import OnlineEvidence
 
 BenchmarkModule = Callable[[str], ModuleType]  # the ``benchmark_module`` fixture (conftest)
 

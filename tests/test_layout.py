@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("estimators", "models", "service", "benchmarks", "tests")
+PACKAGES = ("modelcompare", "estimators", "models", "service", "benchmarks", "tests")
 MAX_LINES = 300  # per file in estimators/ and models/
 
 

@@ -19,8 +19,8 @@ import annotated_types
 import pytest
 import torch
 
-from estimators import METHODS
-from models import FAMILIES, ModelConfigError
+from modelcompare.estimators import METHODS
+from modelcompare.models import FAMILIES, ModelConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()

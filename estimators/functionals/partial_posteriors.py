@@ -29,14 +29,14 @@ from typing import Any, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from estimators.data.history import Rows, RowsHistory
-from estimators.functionals.posterior_functionals import (
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.functionals.posterior_functionals import (
     Functional,
     conjugate_expectation,
     particle_expectation,
 )
-from estimators.methods import build
-from models import ConjugateModel, Model
+from modelcompare.estimators.methods import build
+from modelcompare.models import ConjugateModel, Model
 
 
 class PathEstimate(NamedTuple):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from models import ConjugateModel, Model, Prediction
+from modelcompare.models import ConjugateModel, Model, Prediction
 
 FUNCTIONALS = ("mean", "second_moment", "predictive")
 

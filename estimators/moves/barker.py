@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows
+from modelcompare.estimators.data.history import History, Rows
 
 # (active particle indices (A,), rows (R)) -> per-row terms (A, R) whose sum over all rows,
 # plus the exact part, is the log acceptance ratio Δ of each active particle.

@@ -23,9 +23,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.errors import EstimatorError
-from estimators.moves.hmc import HMCParams
-from models import Model
+from modelcompare.estimators.errors import EstimatorError
+from modelcompare.estimators.moves.hmc import HMCParams
+from modelcompare.models import Model
 
 LikelihoodFn = Callable[[Tensor], Tensor]  # θ (k, D) -> full-data log L (k,)
 LikelihoodGradFn = Callable[[Tensor], tuple[Tensor, Tensor]]  # θ -> (log L (k,), ∇ (k, D))

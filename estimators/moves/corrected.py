@@ -29,9 +29,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.moves.barker import BarkerResult
-from estimators.moves.minibatch_target import MinibatchTarget, barker_log_ratio_test
-from estimators.moves.sghmc import GradFn
+from modelcompare.estimators.moves.barker import BarkerResult
+from modelcompare.estimators.moves.minibatch_target import MinibatchTarget, barker_log_ratio_test
+from modelcompare.estimators.moves.sghmc import GradFn
 
 
 class CorrectedMove(NamedTuple):

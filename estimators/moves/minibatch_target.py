@@ -18,10 +18,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows
-from estimators.moves.barker import BarkerResult, barker_test
-from estimators.online.target import Anchor
-from models import Model
+from modelcompare.estimators.data.history import History, Rows
+from modelcompare.estimators.moves.barker import BarkerResult, barker_test
+from modelcompare.estimators.online.target import Anchor
+from modelcompare.models import Model
 
 
 class MinibatchTarget(NamedTuple):

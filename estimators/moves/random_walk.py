@@ -12,7 +12,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.moves.minibatch_target import MinibatchTarget, barker_log_ratio_test
+from modelcompare.estimators.moves.minibatch_target import MinibatchTarget, barker_log_ratio_test
 
 
 class RandomWalkState(NamedTuple):

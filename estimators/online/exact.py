@@ -11,12 +11,12 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows
-from estimators.deadline import Deadline
-from estimators.errors import EstimatorConfigError
-from estimators.estimator import Estimator, on_device
-from estimators.online.settings import ExactSettings
-from models import ConjugateModel, Model, Prediction
+from modelcompare.estimators.data.history import History, Rows
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.errors import EstimatorConfigError
+from modelcompare.estimators.estimator import Estimator, on_device
+from modelcompare.estimators.online.settings import ExactSettings
+from modelcompare.models import ConjugateModel, Model, Prediction
 
 
 class ExactState(NamedTuple):

@@ -15,17 +15,17 @@ from dataclasses import dataclass
 
 import torch
 
-from estimators.data.history import ExtendedHistory, History, Rows
-from estimators.deadline import Deadline
-from estimators.estimator import Estimator, Update, weighted_particles
-from estimators.online import particles, sgais
-from estimators.online.records import ParticleState
-from estimators.online.settings import HybridSettings
-from estimators.online.sgais import SGAISInfo
-from estimators.references.batch import all_rows, equal_weight_samples
-from estimators.references.nested import run_nested
-from estimators.smc.weights import ess as kish_ess
-from models import Model
+from modelcompare.estimators.data.history import ExtendedHistory, History, Rows
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.estimator import Estimator, Update, weighted_particles
+from modelcompare.estimators.online import particles, sgais
+from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.online.settings import HybridSettings
+from modelcompare.estimators.online.sgais import SGAISInfo
+from modelcompare.estimators.references.batch import all_rows, equal_weight_samples
+from modelcompare.estimators.references.nested import run_nested
+from modelcompare.estimators.smc.weights import ess as kish_ess
+from modelcompare.models import Model
 
 
 @dataclass(frozen=True)

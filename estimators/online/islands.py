@@ -28,12 +28,12 @@ from typing import TypeVar
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows
-from estimators.data.rng import derive_generator
-from estimators.deadline import Deadline
-from estimators.estimator import Estimator
-from estimators.online.records import ParticleState
-from estimators.smc.weights import log_normalize
+from modelcompare.estimators.data.history import History, Rows
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.smc.weights import log_normalize
 
 InfoT = TypeVar("InfoT")
 # (each island's Info, the joined state before the update, after it) -> one Info record

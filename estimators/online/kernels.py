@@ -12,15 +12,15 @@ import math
 import torch
 from torch import Tensor
 
-from estimators.deadline import Checkpoint
-from estimators.moves import random_walk
-from estimators.moves.corrected import corrected_sghmc_move
-from estimators.moves.hmc import HMCParams, hmc_chain
-from estimators.moves.minibatch_target import MinibatchTarget
-from estimators.moves.sghmc import SGHMCParams, sghmc_move, sghmc_step
-from estimators.online import precision
-from estimators.online.settings import SequentialSettings
-from estimators.online.target import (
+from modelcompare.estimators.deadline import Checkpoint
+from modelcompare.estimators.moves import random_walk
+from modelcompare.estimators.moves.corrected import corrected_sghmc_move
+from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
+from modelcompare.estimators.moves.minibatch_target import MinibatchTarget
+from modelcompare.estimators.moves.sghmc import SGHMCParams, sghmc_move, sghmc_step
+from modelcompare.estimators.online import precision
+from modelcompare.estimators.online.settings import SequentialSettings
+from modelcompare.estimators.online.target import (
     Piece,
     exact_target,
     grad_log_target,
@@ -28,7 +28,7 @@ from estimators.online.target import (
     minibatch_gradients,
     sampled_strata,
 )
-from estimators.smc.tempered import Move, Moved
+from modelcompare.estimators.smc.tempered import Move, Moved
 
 
 def exact_hmc(piece: Piece, params: HMCParams, gradient_dtype: torch.dtype) -> Move:

@@ -1,22 +1,22 @@
 """The ``minibatch_mh`` estimator: SG-AIS whose minibatch moves (n > ``full_batch_rows``) are
-``steps`` of the random-walk minibatch-MH kernel (``estimators.moves.random_walk``), with the
-weighted particle covariance's Cholesky factor as the proposal's shape (``kernels``).
+``steps`` of the random-walk minibatch-MH kernel (``modelcompare.estimators.moves.random_walk``),
+with the weighted particle covariance's Cholesky factor as the proposal's shape (``kernels``).
 """
 
 from __future__ import annotations
 
 import functools
 
-from estimators.estimator import Estimator
-from estimators.online import particles
-from estimators.online.kernels import exact_hmc, random_walk_mh
-from estimators.online.records import ChunkLoop, ParticleState
-from estimators.online.settings import MinibatchMHSettings
-from estimators.online.sgais import SGAISInfo, annealed, annealing_info
-from estimators.online.target import Piece
-from estimators.smc.relabeling import Relabel, relabeler
-from estimators.smc.tempered import TemperedSMC
-from models import Model
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.online import particles
+from modelcompare.estimators.online.kernels import exact_hmc, random_walk_mh
+from modelcompare.estimators.online.records import ChunkLoop, ParticleState
+from modelcompare.estimators.online.settings import MinibatchMHSettings
+from modelcompare.estimators.online.sgais import SGAISInfo, annealed, annealing_info
+from modelcompare.estimators.online.target import Piece
+from modelcompare.estimators.smc.relabeling import Relabel, relabeler
+from modelcompare.estimators.smc.tempered import TemperedSMC
+from modelcompare.models import Model
 
 
 def parts(settings: MinibatchMHSettings, relabel: Relabel | None, piece: Piece) -> TemperedSMC:

@@ -16,23 +16,28 @@ from typing import TypeVar
 
 import torch
 
-from estimators.data.history import ExtendedHistory, History, Rows
-from estimators.data.schedule import split_points
-from estimators.deadline import Deadline, check_deadline
-from estimators.errors import Progress
-from estimators.estimator import Estimator, Update, lognormal_log_evidence, weighted_particles
-from estimators.online.piece_parts import PieceParts
-from estimators.online.records import ChunkLoop, ParticleState, eve_fields
-from estimators.online.reports import ChunkReport, PieceReport, astray
-from estimators.online.restart import can_come, reestimated, restart_due
-from estimators.online.spread import SPREAD_ROWS, relative_spread
-from estimators.online.surprise import drifted, rejuvenate, surprising
-from estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
-from estimators.settings import ParticleSettings
-from estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
-from estimators.smc.tempered import StepInfo, anneal, start
-from estimators.smc.weights import ess
-from models import Model
+from modelcompare.estimators.data.history import ExtendedHistory, History, Rows
+from modelcompare.estimators.data.schedule import split_points
+from modelcompare.estimators.deadline import Deadline, check_deadline
+from modelcompare.estimators.errors import Progress
+from modelcompare.estimators.estimator import (
+    Estimator,
+    Update,
+    lognormal_log_evidence,
+    weighted_particles,
+)
+from modelcompare.estimators.online.piece_parts import PieceParts
+from modelcompare.estimators.online.records import ChunkLoop, ParticleState, eve_fields
+from modelcompare.estimators.online.reports import ChunkReport, PieceReport, astray
+from modelcompare.estimators.online.restart import can_come, reestimated, restart_due
+from modelcompare.estimators.online.spread import SPREAD_ROWS, relative_spread
+from modelcompare.estimators.online.surprise import drifted, rejuvenate, surprising
+from modelcompare.estimators.online.target import Anchor, anchor_at_mean, past_data, with_piece
+from modelcompare.estimators.settings import ParticleSettings
+from modelcompare.estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
+from modelcompare.estimators.smc.tempered import StepInfo, anneal, start
+from modelcompare.estimators.smc.weights import ess
+from modelcompare.models import Model
 
 InfoT = TypeVar("InfoT")
 # (rows of the chunk, the state after it, what it did) -> the method's Info record

@@ -22,12 +22,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from estimators.data.history import Rows
-from estimators.online.surprise import drifted
-from estimators.online.target import Anchor, PastData, Piece, anchor_at_mean, with_piece
-from estimators.smc.resampling import Selection
-from estimators.smc.tempered import TemperedSMC, TemperedState
-from models import Model
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.online.surprise import drifted
+from modelcompare.estimators.online.target import (
+    Anchor,
+    PastData,
+    Piece,
+    anchor_at_mean,
+    with_piece,
+)
+from modelcompare.estimators.smc.resampling import Selection
+from modelcompare.estimators.smc.tempered import TemperedSMC, TemperedState
+from modelcompare.models import Model
 
 Parts = Callable[[Piece], TemperedSMC]
 

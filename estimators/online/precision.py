@@ -24,8 +24,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.data.history import Rows
-from models import Model, WeightedRows, WeightedSum
+from modelcompare.estimators.data.history import Rows
+from modelcompare.models import Model, WeightedRows, WeightedSum
 
 
 def gradient_dtype(model: Model, requested: torch.dtype) -> torch.dtype:

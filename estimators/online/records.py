@@ -9,13 +9,13 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.online.piece_parts import Parts
-from estimators.online.restart import Restart
-from estimators.online.settings import PastDataSettings
-from estimators.online.surprise import Surprise
-from estimators.smc.genealogy import Eves
-from estimators.smc.resampling import Selection
-from models import Model
+from modelcompare.estimators.online.piece_parts import Parts
+from modelcompare.estimators.online.restart import Restart
+from modelcompare.estimators.online.settings import PastDataSettings
+from modelcompare.estimators.online.surprise import Surprise
+from modelcompare.estimators.smc.genealogy import Eves
+from modelcompare.estimators.smc.resampling import Selection
+from modelcompare.models import Model
 
 
 class ParticleState(NamedTuple):

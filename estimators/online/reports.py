@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from estimators.online.spread import FROZEN
-from estimators.smc.tempered import StepInfo
+from modelcompare.estimators.online.spread import FROZEN
+from modelcompare.estimators.smc.tempered import StepInfo
 
 # an update that undid more than this fraction of its SGHMC trajectories as diverged is astray
 # (the service flags such a model: MODELCOMPARE_DIVERGED_WARNING_FRACTION, the same default)

@@ -19,9 +19,15 @@ from typing import Any, NamedTuple, TypeVar
 
 import torch
 
-from estimators.data.history import ExtendedHistory, History, Rows, RowsHistory, cat_rows
-from estimators.deadline import Deadline
-from estimators.errors import BudgetExceeded
+from modelcompare.estimators.data.history import (
+    ExtendedHistory,
+    History,
+    Rows,
+    RowsHistory,
+    cat_rows,
+)
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.errors import BudgetExceeded
 
 StateT = TypeVar("StateT", bound=NamedTuple)  # the loop's state: ``records.ParticleState``
 # (state, rows, history, generator, deadline) -> (state after the rows, their reports)

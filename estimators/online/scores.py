@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from estimators.online.target import Piece, exact_target, grad_log_target
-from estimators.smc.tempered import Control
+from modelcompare.estimators.online.target import Piece, exact_target, grad_log_target
+from modelcompare.estimators.smc.tempered import Control
 
 
 def past_score(piece: Piece) -> Control:

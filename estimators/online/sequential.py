@@ -13,18 +13,18 @@ import functools
 import math
 from dataclasses import dataclass
 
-from estimators.estimator import Estimator
-from estimators.online import particles
-from estimators.online.kernels import sghmc_moves
-from estimators.online.records import ChunkLoop, ParticleState
-from estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
-from estimators.online.settings import SequentialSettings
-from estimators.online.target import Piece
-from estimators.smc.relabeling import Relabel, relabeler
-from estimators.smc.resampling import drop_weights
-from estimators.smc.temperature import all_at_once
-from estimators.smc.tempered import TemperedSMC
-from models import Model
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.online import particles
+from modelcompare.estimators.online.kernels import sghmc_moves
+from modelcompare.estimators.online.records import ChunkLoop, ParticleState
+from modelcompare.estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
+from modelcompare.estimators.online.settings import SequentialSettings
+from modelcompare.estimators.online.target import Piece
+from modelcompare.estimators.smc.relabeling import Relabel, relabeler
+from modelcompare.estimators.smc.resampling import drop_weights
+from modelcompare.estimators.smc.temperature import all_at_once
+from modelcompare.estimators.smc.tempered import TemperedSMC
+from modelcompare.models import Model
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 """Settings of the online methods, one record per method, assembled from groups of settings
-(``estimators.settings`` has the groups the references share).
+(``modelcompare.estimators.settings`` has the groups the references share).
 
 Each group is the settings of one part: the particle cloud, the exact (full-batch HMC) phase,
 the past data read in minibatches, the SGHMC moves, the annealing ladder. The parts take their
@@ -13,11 +13,11 @@ from typing import Literal
 import torch
 from pydantic import Field, model_validator
 
-from estimators.moves.sghmc import SGHMCParams
-from estimators.online.restart import Restart
-from estimators.online.surprise import Surprise
-from estimators.references.nested import NestedSettings
-from estimators.settings import HMCSettings, LadderSettings, ParticleSettings, Settings
+from modelcompare.estimators.moves.sghmc import SGHMCParams
+from modelcompare.estimators.online.restart import Restart
+from modelcompare.estimators.online.surprise import Surprise
+from modelcompare.estimators.references.nested import NestedSettings
+from modelcompare.estimators.settings import HMCSettings, LadderSettings, ParticleSettings, Settings
 
 
 class ExactPhaseSettings(HMCSettings):

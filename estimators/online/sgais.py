@@ -16,22 +16,27 @@ from dataclasses import dataclass
 
 import torch
 
-from estimators.estimator import Estimator
-from estimators.online import particles
-from estimators.online.islands import averaged, islands
-from estimators.online.kernels import sghmc_moves
-from estimators.online.records import ChunkLoop, ParticleState
-from estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
-from estimators.online.scores import past_score
-from estimators.online.settings import AnnealingSettings, SGAISSettings
-from estimators.online.target import Piece
-from estimators.smc.control_variates import MIN_PARTICLES_PER_CONTROL
-from estimators.smc.relabeling import Relabel, relabeler
-from estimators.smc.resampling import RESAMPLERS, Selection, resample_below, resample_to
-from estimators.smc.temperature import adaptive
-from estimators.smc.tempered import Control, Move, TemperedSMC
-from estimators.smc.weights import ess as kish_ess
-from models import Model
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.online import particles
+from modelcompare.estimators.online.islands import averaged, islands
+from modelcompare.estimators.online.kernels import sghmc_moves
+from modelcompare.estimators.online.records import ChunkLoop, ParticleState
+from modelcompare.estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
+from modelcompare.estimators.online.scores import past_score
+from modelcompare.estimators.online.settings import AnnealingSettings, SGAISSettings
+from modelcompare.estimators.online.target import Piece
+from modelcompare.estimators.smc.control_variates import MIN_PARTICLES_PER_CONTROL
+from modelcompare.estimators.smc.relabeling import Relabel, relabeler
+from modelcompare.estimators.smc.resampling import (
+    RESAMPLERS,
+    Selection,
+    resample_below,
+    resample_to,
+)
+from modelcompare.estimators.smc.temperature import adaptive
+from modelcompare.estimators.smc.tempered import Control, Move, TemperedSMC
+from modelcompare.estimators.smc.weights import ess as kish_ess
+from modelcompare.models import Model
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from estimators.data.history import History
-from estimators.data.rng import derive_generator
-from models import Model
+from modelcompare.estimators.data.history import History
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.models import Model
 
 # a cloud whose spread is below this (its standard deviation a hundredth of the posterior's)
 # is frozen

@@ -23,12 +23,18 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows
-from estimators.deadline import Checkpoint
-from estimators.online.target import Anchor, Piece, anchor_at_mean, past_data, with_piece
-from estimators.smc.covariance import particle_scale
-from estimators.smc.tempered import StepInfo, TemperedSMC, settled
-from models import Model
+from modelcompare.estimators.data.history import History, Rows
+from modelcompare.estimators.deadline import Checkpoint
+from modelcompare.estimators.online.target import (
+    Anchor,
+    Piece,
+    anchor_at_mean,
+    past_data,
+    with_piece,
+)
+from modelcompare.estimators.smc.covariance import particle_scale
+from modelcompare.estimators.smc.tempered import StepInfo, TemperedSMC, settled
+from modelcompare.models import Model
 
 
 class Surprise(NamedTuple):

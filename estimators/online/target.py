@@ -19,9 +19,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows, RowsHistory, cat_rows
-from estimators.online import precision
-from models import Model, WeightedRows, WeightedSum
+from modelcompare.estimators.data.history import History, Rows, RowsHistory, cat_rows
+from modelcompare.estimators.online import precision
+from modelcompare.models import Model, WeightedRows, WeightedSum
 
 
 class Anchor(NamedTuple):

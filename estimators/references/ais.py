@@ -17,11 +17,11 @@ import torch
 from pydantic import Field
 from torch import Tensor
 
-from estimators.data.history import Rows
-from estimators.deadline import Checkpoint, Deadline
-from estimators.estimator import Estimator
-from estimators.moves.hmc import HMCParams, hmc_chain
-from estimators.references.batch import (
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.deadline import Checkpoint, Deadline
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
+from modelcompare.estimators.references.batch import (
     BatchEvidence,
     BatchState,
     Rerun,
@@ -30,17 +30,17 @@ from estimators.references.batch import (
     full_log_likelihood_and_grad,
     rerun_estimator,
 )
-from estimators.settings import HMCSettings, LadderSettings, ParticleSettings
-from estimators.smc.resampling import resample_below, systematic
-from estimators.smc.temperature import adaptive
-from estimators.smc.tempered import (
+from modelcompare.estimators.settings import HMCSettings, LadderSettings, ParticleSettings
+from modelcompare.estimators.smc.resampling import resample_below, systematic
+from modelcompare.estimators.smc.temperature import adaptive
+from modelcompare.estimators.smc.tempered import (
     Move,
     Moved,
     TemperedSMC,
     anneal,
     start,
 )
-from models import Model
+from modelcompare.models import Model
 
 
 class AISSettings(LadderSettings, HMCSettings, ParticleSettings):

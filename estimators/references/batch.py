@@ -16,14 +16,14 @@ from typing import Any, NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.data.history import History, Rows, cat_rows
-from estimators.deadline import Deadline
-from estimators.errors import EstimatorError
-from estimators.estimator import Estimator, weighted_particles
-from estimators.settings import Settings
-from estimators.smc.resampling import systematic
-from estimators.smc.weights import ess as kish_ess
-from models import Model
+from modelcompare.estimators.data.history import History, Rows, cat_rows
+from modelcompare.estimators.deadline import Deadline
+from modelcompare.estimators.errors import EstimatorError
+from modelcompare.estimators.estimator import Estimator, weighted_particles
+from modelcompare.estimators.settings import Settings
+from modelcompare.estimators.smc.resampling import systematic
+from modelcompare.estimators.smc.weights import ess as kish_ess
+from modelcompare.models import Model
 
 # Rows per block of a full-data pass: a (particles, rows) float64 block stays near 32 MiB.
 BLOCK_ELEMENTS = 1 << 22

@@ -26,19 +26,19 @@ from pydantic import Field
 from scipy import stats
 from torch import Tensor
 
-from estimators.data.history import Rows
-from estimators.errors import EstimatorError
-from estimators.references.ais import AISSettings, run_ais
-from estimators.references.batch import (
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.errors import EstimatorError
+from modelcompare.estimators.references.ais import AISSettings, run_ais
+from modelcompare.estimators.references.batch import (
     BatchEvidence,
     checked,
     full_log_likelihood,
     full_log_likelihood_and_grad,
 )
-from estimators.settings import Settings
-from estimators.smc.weights import ess, log_mean_increment, log_normalize
-from models import Model
-from models.gamma_poisson import sample_log_gamma
+from modelcompare.estimators.settings import Settings
+from modelcompare.estimators.smc.weights import ess, log_mean_increment, log_normalize
+from modelcompare.models import Model
+from modelcompare.models.gamma_poisson import sample_log_gamma
 
 
 class LaplaceISSettings(Settings):

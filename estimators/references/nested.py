@@ -26,13 +26,13 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from estimators.data.history import Rows
-from estimators.deadline import Deadline, check_deadline
-from estimators.errors import EstimatorError, Progress
-from estimators.estimator import Estimator
-from estimators.moves.constrained import Contour, MoveReport, reflective_hmc, rejection
-from estimators.moves.hmc import HMCParams
-from estimators.references.batch import (
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.deadline import Deadline, check_deadline
+from modelcompare.estimators.errors import EstimatorError, Progress
+from modelcompare.estimators.estimator import Estimator
+from modelcompare.estimators.moves.constrained import Contour, MoveReport, reflective_hmc, rejection
+from modelcompare.estimators.moves.hmc import HMCParams
+from modelcompare.estimators.references.batch import (
     BatchEvidence,
     BatchState,
     Rerun,
@@ -42,10 +42,10 @@ from estimators.references.batch import (
     full_log_likelihood_and_grad,
     rerun_estimator,
 )
-from estimators.settings import Settings
-from estimators.smc.covariance import particle_scale
-from estimators.smc.weights import log_normalize
-from models import Model
+from modelcompare.estimators.settings import Settings
+from modelcompare.estimators.smc.covariance import particle_scale
+from modelcompare.estimators.smc.weights import log_normalize
+from modelcompare.models import Model
 
 # (live θ, live log L, threshold L*, how many, generator) -> (new θ, new log L)
 Replace = Callable[[Tensor, Tensor, float, int, torch.Generator], tuple[Tensor, Tensor]]

@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.smc.weights import log_mean_increment, log_normalize
+from modelcompare.estimators.smc.weights import log_mean_increment, log_normalize
 
 # the least squares fit of a step's ratios on its controls: particles (by ESS) per coefficient
 MIN_PARTICLES_PER_CONTROL = 4

@@ -24,7 +24,7 @@ import math
 import torch
 from torch import Tensor
 
-from estimators.errors import EstimatorError
+from modelcompare.estimators.errors import EstimatorError
 
 # The kernel's support is ±√5 bandwidths and the bandwidth n^(-1/3) must stay below 1/√5 for the
 # null eigenvalues' transform (D ≥ n) to exist: n ≥ 12 samples.

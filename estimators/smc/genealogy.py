@@ -34,7 +34,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.smc.tempered import StepInfo
+from modelcompare.estimators.smc.tempered import StepInfo
 
 
 class Eves(NamedTuple):

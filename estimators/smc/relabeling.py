@@ -18,7 +18,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from models import Model
+from modelcompare.models import Model
 
 Relabel = Callable[[Tensor, Tensor], Tensor]  # (θ (M, D), log-weights (M,)) -> θ relabelled
 

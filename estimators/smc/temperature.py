@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from torch import Tensor
 
-from estimators.smc.weights import conditional_ess_normalized, log_normalize
+from modelcompare.estimators.smc.weights import conditional_ess_normalized, log_normalize
 
 
 def next_increment(

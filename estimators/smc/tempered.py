@@ -15,7 +15,8 @@ represent. One step (Del Moral, Doucet & Jasra 2006, eq. 14; BlackJAX ``smc/temp
 
 ``anneal`` repeats the step until λ = 1, so log p(piece | past) is a sum of per-step increments
 of normalised weights. The parts are plain functions: SG-AIS, sequential SGHMC, minibatch MH
-and AIS are compositions of them (``estimators.online``, ``estimators.references.ais``).
+and AIS are compositions of them (``modelcompare.estimators.online``,
+``modelcompare.estimators.references.ais``).
 """
 
 from __future__ import annotations
@@ -26,14 +27,14 @@ from typing import NamedTuple, Protocol
 import torch
 from torch import Tensor
 
-from estimators.deadline import Checkpoint, Deadline, check_deadline
-from estimators.errors import EstimatorError, Progress
-from estimators.smc.control_variates import controlled_log_mean_increment
-from estimators.smc.covariance import particle_scale
-from estimators.smc.relabeling import Relabel
-from estimators.smc.resampling import Selection
-from estimators.smc.temperature import TemperatureRule
-from estimators.smc.weights import ess, log_mean_increment, log_normalize
+from modelcompare.estimators.deadline import Checkpoint, Deadline, check_deadline
+from modelcompare.estimators.errors import EstimatorError, Progress
+from modelcompare.estimators.smc.control_variates import controlled_log_mean_increment
+from modelcompare.estimators.smc.covariance import particle_scale
+from modelcompare.estimators.smc.relabeling import Relabel
+from modelcompare.estimators.smc.resampling import Selection
+from modelcompare.estimators.smc.temperature import TemperatureRule
+from modelcompare.estimators.smc.weights import ess, log_mean_increment, log_normalize
 
 
 class TemperedState(NamedTuple):

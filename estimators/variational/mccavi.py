@@ -23,11 +23,11 @@ import torch
 from pydantic import Field, model_validator
 from torch import Tensor
 
-from estimators.data.history import Rows
-from estimators.moves.hmc import HMCParams, hmc_chain
-from estimators.settings import Settings
-from models import Model
-from models.mean_field import LogDensity
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
+from modelcompare.estimators.settings import Settings
+from modelcompare.models import Model
+from modelcompare.models.mean_field import LogDensity
 
 
 class MCCAVISettings(Settings):

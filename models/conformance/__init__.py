@@ -16,9 +16,9 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from estimators.data.history import Rows
-from estimators.data.rng import derive_generator
-from models.conformance.contract import (
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.models.conformance.contract import (
     build,
     check_attributes,
     check_config_round_trip,
@@ -26,9 +26,9 @@ from models.conformance.contract import (
     check_predict,
     check_prior_shapes,
 )
-from models.conformance.data import given_rows, synthetic_rows
-from models.conformance.evidence import check_evidence, check_state_round_trip
-from models.conformance.findings import (
+from modelcompare.models.conformance.data import given_rows, synthetic_rows
+from modelcompare.models.conformance.evidence import check_evidence, check_state_round_trip
+from modelcompare.models.conformance.findings import (
     FALSE_ALARM_RATE,
     Finding,
     Outcome,
@@ -36,13 +36,13 @@ from models.conformance.findings import (
     Violation,
     critical_z,
 )
-from models.conformance.gradients import (
+from modelcompare.models.conformance.gradients import (
     check_grad_log_likelihood,
     check_grad_log_prior,
     check_row_gradients,
 )
-from models.conformance.prior import check_prior_draws, check_prior_normalised
-from models.conformance.weighted_sums import check_weighted_sums
+from modelcompare.models.conformance.prior import check_prior_draws, check_prior_normalised
+from modelcompare.models.conformance.weighted_sums import check_weighted_sums
 
 ROWS = 64  # rows the checks read: the streaming checks take them as two chunks of 32
 

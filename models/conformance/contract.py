@@ -9,10 +9,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from estimators.data.history import Rows
-from models.base import Model, ModelConfigError, Prediction
-from models.config import FamilyConfig
-from models.conformance.findings import Violation, close
+from modelcompare.estimators.data.history import Rows
+from modelcompare.models.base import Model, ModelConfigError, Prediction
+from modelcompare.models.config import FamilyConfig
+from modelcompare.models.conformance.findings import Violation, close
 
 F64 = torch.float64
 FIELDS = ("mean", "variance", "probabilities", "log_density")
@@ -30,8 +30,8 @@ def build(model_class: object, config: dict[str, Any]) -> Model:
     """The model ``model_class(**config)``, or a Violation that says why it cannot be built."""
     if not (isinstance(model_class, type) and issubclass(model_class, Model)):
         raise Violation(
-            f"{model_class!r} is not a subclass of models.Model: subclass it and implement "
-            f"{REQUIRED}"
+            f"{model_class!r} is not a subclass of modelcompare.models.Model: subclass it and "
+            f"implement {REQUIRED}"
         )
     missing = sorted(getattr(model_class, "__abstractmethods__", ()))
     if missing:
@@ -57,7 +57,8 @@ def check_attributes(model: Model) -> str:
     record = getattr(type(model), "Config", None)
     if not (isinstance(record, type) and issubclass(record, FamilyConfig)):
         raise Violation(
-            f"{name}.Config is not a settings record: declare a models.config.FamilyConfig "
+            f"{name}.Config is not a settings record: declare a "
+            "modelcompare.models.config.FamilyConfig "
             "subclass with one field per constructor argument, and set Config to it"
         )
     for attribute, kind, least in (("param_dim", int, 1), ("input_dim", int, 0)):
@@ -177,7 +178,8 @@ def check_predict(model: Model, rows: Rows, generator: torch.Generator) -> str:
     for name, value in prediction.items():
         if not close(shifted[name], value, value.abs()):
             raise Violation(f"predict's {name} changes when every log-weight grows by 7: "
-                            "normalise the weights (models.weighting.normalized_weights)")
+                            "normalise the weights "
+                            "(modelcompare.models.weighting.normalized_weights)")
         if not close(on_first[name], alone[name], alone[name].abs()):
             raise Violation(f"predict's {name} with all weight on particle 0 differs from "
                             "predict on particle 0 alone: average over particles with weights "
@@ -189,7 +191,7 @@ def fields(prediction: object, count: int) -> dict[str, Tensor]:
     """The set fields of a Prediction for ``count`` query rows, checked."""
     if not isinstance(prediction, Prediction):
         raise Violation(f"predict returned {type(prediction).__name__}; return a "
-                        "models.Prediction")
+                        "modelcompare.models.Prediction")
     found = {name: getattr(prediction, name) for name in FIELDS
              if getattr(prediction, name) is not None}
     if not found:

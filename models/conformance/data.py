@@ -21,9 +21,9 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from estimators.data.history import Rows
-from models.base import Model, Prediction
-from models.conformance.findings import Violation
+from modelcompare.estimators.data.history import Rows
+from modelcompare.models.base import Model, Prediction
+from modelcompare.models.conformance.findings import Violation
 
 F64 = torch.float64
 Draw = Callable[[], Tensor]

@@ -2,10 +2,10 @@
 on the check's rows against an independent answer.
 
 The reference is the closed form where the model has one (``closed_form().batch_log_evidence``),
-else Laplace importance sampling (``estimators.references.laplace_importance``), else, where the
-Laplace proposal fits badly (Pareto k̂ ≥ 0.7) or its Newton search fails, full-data AIS. The two
-agree when |Δ| ≤ z·√(se₁² + se₂²) at the one-statistic threshold (``critical_z(1)``), each se
-the method's own standard error (0 for the closed form).
+else Laplace importance sampling (``modelcompare.estimators.references.laplace_importance``), else,
+where the Laplace proposal fits badly (Pareto k̂ ≥ 0.7) or its Newton search fails, full-data AIS.
+The two agree when |Δ| ≤ z·√(se₁² + se₂²) at the one-statistic threshold (``critical_z(1)``), each
+se the method's own standard error (0 for the closed form).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ import math
 
 import torch
 
-from estimators.data.history import Rows
-from estimators.errors import EstimatorError
-from estimators.references.ais import AISSettings, run_ais
-from estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
-from estimators.tracker import OnlineEvidence
-from models.base import Model
-from models.conformance.findings import Violation, critical_z
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.errors import EstimatorError
+from modelcompare.estimators.references.ais import AISSettings, run_ais
+from modelcompare.estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
+from modelcompare.estimators.tracker import OnlineEvidence
+from modelcompare.models.base import Model
+from modelcompare.models.conformance.findings import Violation, critical_z
 
 TRUSTED_PARETO_K = 0.7  # Vehtari et al. 2024: above it the weights' standard error misleads
 REFERENCE_PARTICLES = 256  # full-data AIS where the Laplace proposal fails

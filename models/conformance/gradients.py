@@ -17,10 +17,10 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from estimators.data.history import Rows
-from models.base import Model
-from models.conformance.contract import expect_tensor
-from models.conformance.findings import Violation, close
+from modelcompare.estimators.data.history import Rows
+from modelcompare.models.base import Model
+from modelcompare.models.conformance.contract import expect_tensor
+from modelcompare.models.conformance.findings import Violation, close
 
 EPS = torch.finfo(torch.float64).eps
 ERROR_MULTIPLE = 10.0

@@ -29,10 +29,10 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from estimators.smc.covariance import shrunk_covariance
-from models.base import Model
-from models.conformance.contract import expect_tensor
-from models.conformance.findings import Skipped, Violation, critical_z
+from modelcompare.estimators.smc.covariance import shrunk_covariance
+from modelcompare.models.base import Model
+from modelcompare.models.conformance.contract import expect_tensor
+from modelcompare.models.conformance.findings import Skipped, Violation, critical_z
 
 PILOT_DRAWS = 1024  # fix the test functions' centres and scales
 TEST_DRAWS = 4096

@@ -8,13 +8,13 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from estimators.data.history import Rows
-from estimators.online.precision import LoweredSum, lowered
-from models.base import Model, WeightedSum
-from models.conformance.contract import expect_tensor
-from models.conformance.findings import Violation
-from models.conformance.gradients import Difference
-from models.weighting import WeightedRows
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.online.precision import LoweredSum, lowered
+from modelcompare.models.base import Model, WeightedSum
+from modelcompare.models.conformance.contract import expect_tensor
+from modelcompare.models.conformance.findings import Violation
+from modelcompare.models.conformance.gradients import Difference
+from modelcompare.models.weighting import WeightedRows
 
 SECOND_WEIGHT = 0.25  # the second part's row weight: a sum that drops the weights shows
 FLOAT32_TOLERANCE = torch.finfo(torch.float32).eps ** 0.5
@@ -56,8 +56,8 @@ def check_weighted_sums(model: Model, rows: Rows, generator: torch.Generator) ->
 
 def check_float32(model: Model, parts: list[WeightedRows], theta: Tensor, value: Tensor,
                   gradient: Tensor) -> None:
-    """The moves prepare their sums on float32 rows (estimators.online.precision) where the
-    model's sums read rows: the same sums, to float32's precision. Its ε is 1.2e-7; √ε leaves
+    """The moves prepare their sums on float32 rows (modelcompare.estimators.online.precision) where
+    the model's sums read rows: the same sums, to float32's precision. Its ε is 1.2e-7; √ε leaves
     room for the rounding of thousands of rows and still catches a sum that is wrong."""
     if not model.gradients_read_rows:
         return

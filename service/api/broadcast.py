@@ -23,8 +23,8 @@ from redis.asyncio.cluster import ClusterPubSub
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import RedisClusterException
 
-from service.store.connection import AsyncClient, is_cluster
-from service.store.keys import Keys, comparison_id_from_channel, updates_pattern
+from modelcompare.service.store.connection import AsyncClient, is_cluster
+from modelcompare.service.store.keys import Keys, comparison_id_from_channel, updates_pattern
 
 log = logging.getLogger("modelcompare.broadcast")
 

@@ -16,7 +16,7 @@ import re
 
 import numpy as np
 
-from service.store.codec import HEADER
+from modelcompare.service.store.codec import HEADER
 
 
 def _classes() -> bytes:

@@ -10,12 +10,12 @@ from typing import Annotated
 from fastapi import Depends
 from starlette.requests import HTTPConnection, Request
 
-from service.api.broadcast import Broadcaster
-from service.api.errors import ApiError
-from service.core.config import Settings
-from service.core.security import ALL, Action, Keyring, KeyScope, bearer_token
-from service.metrics import Metrics
-from service.store.comparisons import Comparisons, NotFound
+from modelcompare.service.api.broadcast import Broadcaster
+from modelcompare.service.api.errors import ApiError
+from modelcompare.service.core.config import Settings
+from modelcompare.service.core.security import ALL, Action, Keyring, KeyScope, bearer_token
+from modelcompare.service.metrics import Metrics
+from modelcompare.service.store.comparisons import Comparisons, NotFound
 
 
 def get_settings(connection: HTTPConnection) -> Settings:

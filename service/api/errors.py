@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
-from service.store.comparisons import NotFound
-from service.store.connection import CLUSTER_UNAVAILABLE, UNAVAILABLE
+from modelcompare.service.store.comparisons import NotFound
+from modelcompare.service.store.connection import CLUSTER_UNAVAILABLE, UNAVAILABLE
 
 log = logging.getLogger("modelcompare.api")
 

@@ -20,7 +20,7 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request
 from websockets.server import ServerProtocol
 
-from service.core.config import Settings
+from modelcompare.service.core.config import Settings
 
 # What a connection refused at the cap is told: the API's error body, written before the request
 # is read (there may be none yet).

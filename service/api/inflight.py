@@ -15,8 +15,8 @@ from typing import Any
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from service.api.errors import ApiError, error_response
-from service.core.config import CHUNK_BODY_COST, JSON_BODY_COST
+from modelcompare.service.api.errors import ApiError, error_response
+from modelcompare.service.core.config import CHUNK_BODY_COST, JSON_BODY_COST
 
 CHUNK_PATH = "/chunks"
 RETRY_AFTER = 1  # seconds a client told 503 by InflightLimit waits before it retries

@@ -14,14 +14,14 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from estimators import Rows
-from service.api.chunk_text import parse_plain_chunk
-from service.api.errors import ApiError, error_response
-from service.api.inflight import RESERVATION
-from service.core.config import JSON_BODY_COST
-from service.schemas import MAX_ABS_VALUE, ComparisonSpec
-from service.store.codec import encode_block
-from service.validation import first_refusal
+from modelcompare.estimators import Rows
+from modelcompare.service.api.chunk_text import parse_plain_chunk
+from modelcompare.service.api.errors import ApiError, error_response
+from modelcompare.service.api.inflight import RESERVATION
+from modelcompare.service.core.config import JSON_BODY_COST
+from modelcompare.service.schemas import MAX_ABS_VALUE, ComparisonSpec
+from modelcompare.service.store.codec import encode_block
+from modelcompare.service.validation import first_refusal
 
 
 def _invalid(message: str, details: Any = None) -> ApiError:

@@ -9,12 +9,12 @@ from collections.abc import AsyncIterator, Iterator
 from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 
-from service.api import errors, openapi
-from service.api.broadcast import Broadcaster
-from service.api.deps import authorize
-from service.api.inflight import Inflight, InflightLimit, map_large_allocations
-from service.api.ingest import BodyLimit
-from service.api.routes import (
+from modelcompare.service.api import errors, openapi
+from modelcompare.service.api.broadcast import Broadcaster
+from modelcompare.service.api.deps import authorize
+from modelcompare.service.api.inflight import Inflight, InflightLimit, map_large_allocations
+from modelcompare.service.api.ingest import BodyLimit
+from modelcompare.service.api.routes import (
     comparisons,
     dashboard,
     data,
@@ -24,14 +24,14 @@ from service.api.routes import (
     health,
     stream,
 )
-from service.api.shutdown import Shutdown
-from service.core.config import Settings
-from service.core.security import Keyring
-from service.embedded import EmbeddedRedis
-from service.metrics import Metrics
-from service.store.comparisons import Comparisons
-from service.store.connection import Connection
-from service.worker_process import WorkerProcess
+from modelcompare.service.api.shutdown import Shutdown
+from modelcompare.service.core.config import Settings
+from modelcompare.service.core.security import Keyring
+from modelcompare.service.embedded import EmbeddedRedis
+from modelcompare.service.metrics import Metrics
+from modelcompare.service.store.comparisons import Comparisons
+from modelcompare.service.store.connection import Connection
+from modelcompare.service.worker_process import WorkerProcess
 
 REDIS_STARTUP_WAIT = 30.0  # seconds the API waits for Redis to answer when it starts
 

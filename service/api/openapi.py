@@ -11,9 +11,9 @@ from typing import Any
 from fastapi import FastAPI
 from fastapi.routing import APIRoute
 
-from service.api.deps import protected
-from service.api.errors import MEANINGS
-from service.schemas import ChunkIn
+from modelcompare.service.api.deps import protected
+from modelcompare.service.api.errors import MEANINGS
+from modelcompare.service.schemas import ChunkIn
 
 ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")

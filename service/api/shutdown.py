@@ -19,8 +19,8 @@ from collections.abc import Callable
 import uvicorn
 from fastapi import FastAPI
 
-from service.api.http import server_config
-from service.core.config import Settings
+from modelcompare.service.api.http import server_config
+from modelcompare.service.core.config import Settings
 
 
 class Shutdown:

@@ -1,9 +1,9 @@
 """The ``modelcompare`` command line.
 
 ``serve``, ``worker`` and ``demo`` run the service; ``create``, ``ingest``, ``watch``, ``list``,
-``delete`` and ``predict`` talk to a running server through ``service.client`` (``--url`` /
-``MODELCOMPARE_URL``, ``--api-key`` / ``MODELCOMPARE_API_KEY``); ``check-model`` checks a model
-class of your own. Every error is one readable line on stderr and exit status 1 (2 for
+``delete`` and ``predict`` talk to a running server through ``modelcompare.service.client``
+(``--url`` / ``MODELCOMPARE_URL``, ``--api-key`` / ``MODELCOMPARE_API_KEY``); ``check-model`` checks
+a model class of your own. Every error is one readable line on stderr and exit status 1 (2 for
 ``check-model``'s bad arguments), never a traceback.
 """
 
@@ -16,12 +16,18 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from typing import Any
 
-from service.cli import check_model, commands, server
-from service.cli.errors import CliError
-from service.cli.ingest import ingest
-from service.client import API_KEY_ENV, DEFAULT_URL, URL_ENV, ModelCompareError, ServerUnreachable
-from service.core.config import Settings
-from service.store.connection import UnsupportedRedis
+from modelcompare.service.cli import check_model, commands, server
+from modelcompare.service.cli.errors import CliError
+from modelcompare.service.cli.ingest import ingest
+from modelcompare.service.client import (
+    API_KEY_ENV,
+    DEFAULT_URL,
+    URL_ENV,
+    ModelCompareError,
+    ServerUnreachable,
+)
+from modelcompare.service.core.config import Settings
+from modelcompare.service.store.connection import UnsupportedRedis
 
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 

@@ -12,8 +12,8 @@ import os
 import sys
 from typing import Any, NoReturn
 
-from service.cli.errors import CliError
-from service.cli.files import existing, read_data
+from modelcompare.service.cli.errors import CliError
+from modelcompare.service.cli.files import existing, read_data
 
 BAD_ARGUMENT = 2
 
@@ -49,7 +49,7 @@ def run(args: argparse.Namespace) -> None:
     rows = read_rows(args) if args.data else None
     import torch
 
-    from models.conformance import Outcome, check_model
+    from modelcompare.models.conformance import Outcome, check_model
 
     # The checks' tensors are a worker's size (tens of particles, 64 rows): one thread, as a
     # worker runs, is several times faster than torch's default on a busy machine.
@@ -102,7 +102,7 @@ def read_rows(args: argparse.Namespace) -> Any:
     """The file's columns as the checks' rows (estimators' ``Rows``)."""
     import torch
 
-    from estimators.data.history import Rows
+    from modelcompare.estimators.data.history import Rows
 
     try:
         data = read_data(existing(args.data), args.x_cols, args.y_col)

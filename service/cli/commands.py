@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from service.cli.errors import CliError
-from service.cli.files import existing, read_data
-from service.cli.tables import comparison_lines, evidence_table
-from service.client import PREDICTION_FIELDS, AsyncClient, Client
+from modelcompare.service.cli.errors import CliError
+from modelcompare.service.cli.files import existing, read_data
+from modelcompare.service.cli.tables import comparison_lines, evidence_table
+from modelcompare.service.client import PREDICTION_FIELDS, AsyncClient, Client
 
 
 def create(args: argparse.Namespace) -> None:

@@ -9,8 +9,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from service.api.ingest import MAX_ABS_VALUE
-from service.cli.errors import CliError
+from modelcompare.service.api.ingest import MAX_ABS_VALUE
+from modelcompare.service.cli.errors import CliError
 
 
 class FileData(NamedTuple):

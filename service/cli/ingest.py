@@ -19,13 +19,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from estimators import Rows
-from service.cli.errors import CliError
-from service.cli.files import FileData, existing, read_data
-from service.cli.tables import evidence_table
-from service.client import Client, ModelCompareError
-from service.schemas import ComparisonSpec, ModelSpec
-from service.validation import first_refusal
+from modelcompare.estimators import Rows
+from modelcompare.service.cli.errors import CliError
+from modelcompare.service.cli.files import FileData, existing, read_data
+from modelcompare.service.cli.tables import evidence_table
+from modelcompare.service.client import Client, ModelCompareError
+from modelcompare.service.schemas import ComparisonSpec, ModelSpec
+from modelcompare.service.validation import first_refusal
 
 # Families whose target is a class label: the only ones text labels may be numbered for.
 LABEL_FAMILIES = ("logistic_regression", "beta_bernoulli")

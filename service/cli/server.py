@@ -8,9 +8,9 @@ import signal
 import threading
 from pathlib import Path
 
-from service.cli.errors import CliError
-from service.core.config import Settings
-from service.embedded import DataFolderInUse, check_data_folder
+from modelcompare.service.cli.errors import CliError
+from modelcompare.service.core.config import Settings
+from modelcompare.service.embedded import DataFolderInUse, check_data_folder
 
 
 def settings(args: argparse.Namespace) -> Settings:
@@ -54,8 +54,8 @@ def exit_cleanly_on_sigterm() -> None:
 
 
 def serve(args: argparse.Namespace) -> None:
-    from service.api.main import create_app
-    from service.api.shutdown import serve as serve_app
+    from modelcompare.service.api.main import create_app
+    from modelcompare.service.api.shutdown import serve as serve_app
 
     exit_cleanly_on_sigterm()
     loaded = settings(args)
@@ -69,9 +69,9 @@ def worker(args: argparse.Namespace) -> None:
     import torch
     from prometheus_client import start_http_server
 
-    from service.metrics import Metrics
-    from service.store.connection import Connection
-    from service.worker_process import WorkerProcess
+    from modelcompare.service.metrics import Metrics
+    from modelcompare.service.store.connection import Connection
+    from modelcompare.service.worker_process import WorkerProcess
 
     loaded = settings(args)
     torch.set_num_threads(worker_threads(loaded))
@@ -95,7 +95,7 @@ def worker(args: argparse.Namespace) -> None:
 
 
 def demo(args: argparse.Namespace) -> None:
-    from service.demo import run_demo
+    from modelcompare.service.demo import run_demo
 
     settings(args)  # MODELCOMPARE_TORCH_THREADS
     if args.data_dir is not None:

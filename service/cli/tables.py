@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from service.reliability import reliable
+from modelcompare.service.reliability import reliable
 
 
 def evidence_table(evidence: dict[str, Any]) -> Table:

@@ -29,9 +29,16 @@ from urllib.parse import quote, urlencode
 import httpx
 import websockets
 
-from service.client.calls import ENDPOINTS, PREDICTION_FIELDS, Endpoint, Request, Retry, outcome
-from service.client.errors import ModelCompareError, ServerUnreachable, reply_error
-from service.client.routes import API_KEY_ENV, DEFAULT_URL, URL_ENV, Routes
+from modelcompare.service.client.calls import (
+    ENDPOINTS,
+    PREDICTION_FIELDS,
+    Endpoint,
+    Request,
+    Retry,
+    outcome,
+)
+from modelcompare.service.client.errors import ModelCompareError, ServerUnreachable, reply_error
+from modelcompare.service.client.routes import API_KEY_ENV, DEFAULT_URL, URL_ENV, Routes
 
 __all__ = ["API_KEY_ENV", "DEFAULT_URL", "ENDPOINTS", "PREDICTION_FIELDS", "URL_ENV",
            "AsyncClient", "Client", "Endpoint", "ModelCompareError", "ServerUnreachable"]

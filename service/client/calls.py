@@ -13,10 +13,10 @@ from urllib.parse import quote
 import httpx
 import numpy as np
 
-from service.client.errors import ModelCompareError, ServerUnreachable, reply_error
+from modelcompare.service.client.errors import ModelCompareError, ServerUnreachable, reply_error
 
 if TYPE_CHECKING:
-    from service.client.routes import Routes
+    from modelcompare.service.client.routes import Routes
 
 Rows = Sequence[Sequence[float]] | Any  # nested lists, or anything with .tolist() (numpy, torch)
 Values = Sequence[float] | Any

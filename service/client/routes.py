@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
-from service.client.calls import (
+from modelcompare.service.client.calls import (
     Call,
     Request,
     Rows,

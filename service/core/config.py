@@ -8,8 +8,8 @@ from typing import Literal
 from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from service.core.security import KeyScope
-from service.limits import Limits
+from modelcompare.service.core.security import KeyScope
+from modelcompare.service.limits import Limits
 
 # What reading and parsing a body holds, as a multiple of its bytes (service/api/inflight.py): a
 # chunk parsed with numpy (the body, its character classes, its numbers as float64, the stored
@@ -82,9 +82,9 @@ class Settings(BaseSettings):
     # anything is allocated; sized so a few large comparisons fit a 2-core, 24 GB host.
     max_models: int = Field(default=50, ge=1)
     max_comparison_parameters: int = Field(default=20_000, ge=1)  # summed over the models
-    # Every model's stored state (``service.limits.state_bytes``: about particles × (parameters
-    # + 3) × 8 B, D×D × 8 B for exact): a worker holds them all and rewrites them in Redis on
-    # every commit.
+    # Every model's stored state (``modelcompare.service.limits.state_bytes``: about particles ×
+    # (parameters + 3) × 8 B, D×D × 8 B for exact): a worker holds them all and rewrites them in
+    # Redis on every commit.
     max_state_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     max_x_dim: int = Field(default=10_000, ge=1)  # numbers per row; columns read are below it
     max_query_rows: int = Field(default=10_000, ge=1)  # rows of x per predict or expectation

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from estimators import Rows
+from modelcompare.estimators import Rows
 
 HEADER = struct.Struct("<IIB")  # rows, columns of x (0: no x), has y
 _HEADER = HEADER

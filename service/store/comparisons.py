@@ -8,14 +8,14 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
-from service.schemas import ComparisonSpec, ModelSpec
-from service.store import listing, scripts
-from service.store.connection import AsyncClient, publish_command
-from service.store.keys import GROUP, Keys, created_key, index_key, work_channel
-from service.store.listing import Page
-from service.store.meta import META_FIELDS, Meta, meta_from_fields
-from service.store.resend import resend_on_lost_reply
-from service.store.trace import decode_point
+from modelcompare.service.schemas import ComparisonSpec, ModelSpec
+from modelcompare.service.store import listing, scripts
+from modelcompare.service.store.connection import AsyncClient, publish_command
+from modelcompare.service.store.keys import GROUP, Keys, created_key, index_key, work_channel
+from modelcompare.service.store.listing import Page
+from modelcompare.service.store.meta import META_FIELDS, Meta, meta_from_fields
+from modelcompare.service.store.resend import resend_on_lost_reply
+from modelcompare.service.store.trace import decode_point
 
 
 class NotFound(LookupError):
@@ -93,7 +93,7 @@ class Comparisons:
     async def page(self, limit: int, cursor: str | None = None,
                    visible: Callable[[str, str], bool] | None = None,
                    examine: int = 1000) -> Page:
-        """One page of the listing (``service.store.listing.page``)."""
+        """One page of the listing (``modelcompare.service.store.listing.page``)."""
         return await listing.page(self, limit, cursor, visible, examine)
 
     async def evidence_raw(self, cid: str) -> bytes:

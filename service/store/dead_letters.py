@@ -7,13 +7,13 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from service.evidence import status_fields
-from service.store import scripts
-from service.store.codec import decode_block
-from service.store.comparisons import RECEIPT_TTL_MS, NotFound
-from service.store.connection import AsyncClient, publish_command
-from service.store.keys import Keys, work_channel
-from service.store.resend import resend_on_lost_reply
+from modelcompare.service.evidence import status_fields
+from modelcompare.service.store import scripts
+from modelcompare.service.store.codec import decode_block
+from modelcompare.service.store.comparisons import RECEIPT_TTL_MS, NotFound
+from modelcompare.service.store.connection import AsyncClient, publish_command
+from modelcompare.service.store.keys import Keys, work_channel
+from modelcompare.service.store.resend import resend_on_lost_reply
 
 ResumeAction = Literal["retry", "skip"]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import torch
 
-from estimators import ColumnView, Rows
-from estimators.data.history import RowsHistory, select_columns
-from service.store.codec import decode_block
-from service.store.connection import SyncClient
-from service.store.keys import Keys
+from modelcompare.estimators import ColumnView, Rows
+from modelcompare.estimators.data.history import RowsHistory, select_columns
+from modelcompare.service.store.codec import decode_block
+from modelcompare.service.store.connection import SyncClient
+from modelcompare.service.store.keys import Keys
 
 LOAD_BYTES = 32 * 1024 * 1024  # stored blocks fetched per LRANGE, about (the first: one block)
 MAX_LOAD_BLOCKS = 1024

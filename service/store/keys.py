@@ -94,7 +94,7 @@ def created_key(prefix: str) -> str:
     """Sorted set of comparison ids scored by creation time (seconds): what the paginated
     listing reads, newest first. Outside any hash tag like ``index_key``; comparisons created
     by a version without it are added from ``index_key`` when a listing finds the two differ
-    (``service.store.listing.reconcile_index``)."""
+    (``modelcompare.service.store.listing.reconcile_index``)."""
     return f"{prefix}:comparisons:created"
 
 

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from service.store.keys import created_key, index_key
-from service.store.meta import META_FIELDS, Meta, meta_from_fields
+from modelcompare.service.store.keys import created_key, index_key
+from modelcompare.service.store.meta import META_FIELDS, Meta, meta_from_fields
 
 if TYPE_CHECKING:
-    from service.store.comparisons import Comparisons
+    from modelcompare.service.store.comparisons import Comparisons
 
 
 class BadCursor(ValueError):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from service.schemas import ComparisonSpec
+from modelcompare.service.schemas import ComparisonSpec
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from typing import Any
 
 import redis
 
-from service.schemas import ComparisonSpec
-from service.store import scripts
-from service.store.connection import SyncClient, is_cluster, publish_command
-from service.store.keys import GROUP, Keys
-from service.store.trace import encode_point
+from modelcompare.service.schemas import ComparisonSpec
+from modelcompare.service.store import scripts
+from modelcompare.service.store.connection import SyncClient, is_cluster, publish_command
+from modelcompare.service.store.keys import GROUP, Keys
+from modelcompare.service.store.trace import encode_point
 
 APPLIED, STALE, GONE = 1, 0, -1
 

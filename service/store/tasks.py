@@ -9,8 +9,8 @@ from typing import Any
 
 import redis
 
-from service.store import scripts
-from service.store.keys import Keys, work_channel
+from modelcompare.service.store import scripts
+from modelcompare.service.store.keys import Keys, work_channel
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,8 @@ from typing import Any
 
 import redis
 
-from service.store.connection import UNAVAILABLE, SyncClient, is_cluster
-from service.store.keys import Keys, index_key, work_channel
+from modelcompare.service.store.connection import UNAVAILABLE, SyncClient, is_cluster
+from modelcompare.service.store.keys import Keys, index_key, work_channel
 
 log = logging.getLogger("modelcompare.work")
 

@@ -7,8 +7,13 @@ from collections.abc import Callable
 import pytest
 import torch
 
-from models import BetaBernoulli, GammaPoisson, LinearRegression, LinearRegressionUnknownNoise
-from models.base import Model
+from modelcompare.models import (
+    BetaBernoulli,
+    GammaPoisson,
+    LinearRegression,
+    LinearRegressionUnknownNoise,
+)
+from modelcompare.models.base import Model
 
 Stream = tuple[Model, torch.Tensor | None, torch.Tensor]
 

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from models.mixture_mean_field import KAPPA0
+from modelcompare.models.mixture_mean_field import KAPPA0
 
 F64 = torch.float64
 

@@ -10,11 +10,19 @@ import time
 import pytest
 import torch
 
-from estimators import METHODS, BudgetExceeded, CutOff, Deadline, OnlineEvidence, Progress, Rows
-from estimators.data.history import RowsHistory
-from estimators.deadline import check_deadline
-from estimators.online.restart import reestimated
-from models import LinearRegression
+from modelcompare.estimators import (
+    METHODS,
+    BudgetExceeded,
+    CutOff,
+    Deadline,
+    OnlineEvidence,
+    Progress,
+    Rows,
+)
+from modelcompare.estimators.data.history import RowsHistory
+from modelcompare.estimators.deadline import check_deadline
+from modelcompare.estimators.online.restart import reestimated
+from modelcompare.models import LinearRegression
 
 SMALL = {  # cheap settings per method; every method but exact anneals or iterates
     "sgais": {"particles": 16, "hmc_moves": 3, "leapfrog_steps": 3},

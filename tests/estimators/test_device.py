@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from estimators import METHODS, OnlineEvidence, build
-from models import GaussianMixture, LinearRegression
+from modelcompare.estimators import METHODS, OnlineEvidence, build
+from modelcompare.models import GaussianMixture, LinearRegression
 
 DEVICES = [
     "cpu",

@@ -7,7 +7,7 @@ import annotated_types
 import pytest
 import torch
 
-from estimators import (
+from modelcompare.estimators import (
     METHODS,
     EstimatorConfigError,
     ParticleState,
@@ -15,7 +15,7 @@ from estimators import (
     build,
     state_to_bytes,
 )
-from models import LinearRegression, LogisticRegression
+from modelcompare.models import LinearRegression, LogisticRegression
 
 
 def bounds(record: type[Settings], name: str) -> tuple[float | None, float | None]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from estimators import (
+from modelcompare.estimators import (
     EstimatorConfigError,
     InMemoryHistory,
     OnlineEvidence,
@@ -19,10 +19,10 @@ from estimators import (
     state_from_bytes,
     state_to_bytes,
 )
-from estimators.data.history import ColumnView
-from estimators.data.rng import derive_generator
-from estimators.data.schedule import split_points
-from models import BetaBernoulli, LinearRegression, LogisticRegression
+from modelcompare.estimators.data.history import ColumnView
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.estimators.data.schedule import split_points
+from modelcompare.models import BetaBernoulli, LinearRegression, LogisticRegression
 
 CHUNKS = [(0, 30), (30, 31), (31, 130), (130, 200), (200, 260), (260, 300)]
 

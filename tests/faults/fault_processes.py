@@ -120,6 +120,19 @@ def service_env(redis_url: str, prefix: str, **settings: object) -> dict[str, st
     return env
 
 
+def packages(root: Path) -> str:
+    """Where ``root``'s code imports from, run from ``root``: ``modelcompare.`` (as in
+    ``modelcompare.service``), or ``""`` for a baseline checkout from before the one import
+    package, whose ``service`` is a top-level package (``modelcompare.service`` would be the
+    editable install's, this checkout's code)."""
+    return "modelcompare." if (root / "modelcompare").is_dir() else ""
+
+
+def cli(root: Path) -> list[str]:
+    """The command line of ``root``'s CLI, run from ``root``."""
+    return [sys.executable, "-m", "modelcompare" if packages(root) else "service"]
+
+
 class ApiServer(Child):
     """``modelcompare serve`` on a fixed loopback port, without an in-process worker."""
 
@@ -135,8 +148,7 @@ class ApiServer(Child):
         return f"http://127.0.0.1:{self.port}"
 
     def launch(self) -> None:
-        command = [sys.executable, "-m", "service", "--log-level", "warning", "serve",
-                   "--port", str(self.port)]
+        command = [*cli(self.root), "--log-level", "warning", "serve", "--port", str(self.port)]
         self.process = subprocess.Popen(command, cwd=self.root, env=self.env)
 
     def ready(self) -> bool:
@@ -156,8 +168,8 @@ class WorkerProcess(Child):
 
     def launch(self) -> None:
         self.metrics_port = free_port()
-        command = [sys.executable, "-m", "service", "--log-level", "warning", "worker",
-                   "--metrics-port", str(self.metrics_port)]
+        command = [*cli(self.root), "--log-level", "warning", "worker", "--metrics-port",
+                   str(self.metrics_port)]
         self.process = subprocess.Popen(command, cwd=self.root, env=self.env)
 
     def ready(self) -> bool:

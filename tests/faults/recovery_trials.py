@@ -22,11 +22,11 @@ import httpx
 import numpy as np
 import psutil
 import redis
-from fault_processes import Deployment, WorkerProcess
+from fault_processes import Deployment, WorkerProcess, packages
 
-from service.store.codec import encode_block
-from service.store.keys import GROUP, Keys
-from service.store.trace import decode_point
+from modelcompare.service.store.codec import encode_block
+from modelcompare.service.store.keys import GROUP, Keys
+from modelcompare.service.store.trace import decode_point
 
 MODELS = [
     {"name": "right", "family": "linear_regression", "config": {"dim": 3}},
@@ -48,7 +48,7 @@ def chunks(count: int, rows: int, seed: int = 0) -> list[dict[str, Any]]:
 REPLAY_IN_CHECKOUT = """
 import base64, json, sys
 sys.path.insert(0, "tests/faults")
-from service.schemas import ComparisonSpec
+from {packages}service.schemas import ComparisonSpec
 from test_faults_chaos import replay
 given = json.load(sys.stdin)
 states, _ = replay(ComparisonSpec.model_validate_json(given["spec"]),
@@ -62,10 +62,11 @@ def clean_states(root: Path, spec: bytes, blocks: list[bytes]) -> dict[str, byte
     ``root`` in a process of its own: a baseline's workers write its estimators' states, which
     this checkout's need not reproduce bit for bit (one path for this checkout and a baseline,
     so the tests run the one the benchmark's baseline takes)."""
+    given = json.dumps({"spec": spec.decode(),
+                        "blocks": [base64.b64encode(b).decode() for b in blocks]})
     done = subprocess.run(
-        [sys.executable, "-c", REPLAY_IN_CHECKOUT], cwd=root, check=True, capture_output=True,
-        text=True, input=json.dumps({"spec": spec.decode(),
-                                     "blocks": [base64.b64encode(b).decode() for b in blocks]}),
+        [sys.executable, "-c", REPLAY_IN_CHECKOUT.format(packages=packages(root))], cwd=root,
+        check=True, capture_output=True, text=True, input=given,
     )
     return {name: base64.b64decode(state) for name, state in json.loads(done.stdout).items()}
 

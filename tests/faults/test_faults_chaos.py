@@ -19,13 +19,13 @@ import redis
 import torch
 from fault_processes import Deployment
 
-from estimators import state_to_bytes
-from service.engine import runner_for
-from service.schemas import ComparisonSpec
-from service.store.codec import decode_block, encode_block
-from service.store.history import BlockHistory
-from service.store.keys import GROUP, Keys
-from service.store.trace import decode_point
+from modelcompare.estimators import state_to_bytes
+from modelcompare.service.engine import runner_for
+from modelcompare.service.schemas import ComparisonSpec
+from modelcompare.service.store.codec import decode_block, encode_block
+from modelcompare.service.store.history import BlockHistory
+from modelcompare.service.store.keys import GROUP, Keys
+from modelcompare.service.store.trace import decode_point
 
 CHUNKS, ROWS = 240, 5
 MODELS = [

@@ -9,7 +9,7 @@ import httpx
 import pytest
 from fault_processes import Deployment
 
-from service.client import Client, ModelCompareError
+from modelcompare.service.client import Client, ModelCompareError
 
 SPEC = {"name": "outage", "seed": 0, "estimator": {"method": "exact"},
         "models": [{"name": "m", "family": "linear_regression", "config": {"dim": 1}}]}

@@ -11,7 +11,7 @@ from pathlib import Path
 from fault_processes import Deployment
 from recovery_trials import Scenario
 
-from service.core.config import Settings
+from modelcompare.service.core.config import Settings
 
 
 def test_a_killed_lease_holder_is_replaced_within_seconds(tmp_path: Path) -> None:

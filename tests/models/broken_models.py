@@ -9,8 +9,8 @@ import math
 import torch
 from torch import Tensor
 
-from models import LinearRegression, Prediction
-from models.weighting import normalized_weights
+from modelcompare.models import LinearRegression, Prediction
+from modelcompare.models.weighting import normalized_weights
 
 
 class WidePrior(LinearRegression):

@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import integrate, special, stats
 
-from models.base import Model, ModelConfigError
-from models.beta_bernoulli import BetaBernoulli
+from modelcompare.models.base import Model, ModelConfigError
+from modelcompare.models.beta_bernoulli import BetaBernoulli
 
 CHUNKS = [1, 5, 2, 7, 1, 4]  # uneven on purpose: 20 rows
 

@@ -6,8 +6,14 @@ import inspect
 
 import pytest
 
-from models import FAMILIES, ModelConfigError, build_model
-from models.config import MAX_CLASSES, MAX_COMPONENTS, MAX_INPUT_DIM, MAX_SCALE, FamilyConfig
+from modelcompare.models import FAMILIES, ModelConfigError, build_model
+from modelcompare.models.config import (
+    MAX_CLASSES,
+    MAX_COMPONENTS,
+    MAX_INPUT_DIM,
+    MAX_SCALE,
+    FamilyConfig,
+)
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))

@@ -1,6 +1,6 @@
-"""models.conformance: the built-in families and the example pass every check; models broken in
-one way each are refused by the check for that way, with its reason; the statistics behind the
-checks against exact answers."""
+"""modelcompare.models.conformance: the built-in families and the example pass every check; models
+broken in one way each are refused by the check for that way, with its reason; the statistics behind
+the checks against exact answers."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from broken_models import (
 )
 from scipy import integrate, stats
 
-from estimators.data.history import Rows
-from models import (
+from modelcompare.estimators.data.history import Rows
+from modelcompare.models import (
     BetaBernoulli,
     GammaPoisson,
     GaussianMixture,
@@ -32,12 +32,12 @@ from models import (
     Model,
     PoissonRegression,
 )
-from models.conformance import FALSE_ALARM_RATE, Outcome, check_model, critical_z
-from models.conformance.contract import check_predict
-from models.conformance.data import given_rows, synthetic_rows
-from models.conformance.findings import Violation
-from models.conformance.gradients import Difference, check_grad_log_likelihood
-from models.conformance.prior import (
+from modelcompare.models.conformance import FALSE_ALARM_RATE, Outcome, check_model, critical_z
+from modelcompare.models.conformance.contract import check_predict
+from modelcompare.models.conformance.data import given_rows, synthetic_rows
+from modelcompare.models.conformance.findings import Violation
+from modelcompare.models.conformance.gradients import Difference, check_grad_log_likelihood
+from modelcompare.models.conformance.prior import (
     check_prior_draws,
     check_prior_normalised,
     prior_log_mass,
@@ -208,7 +208,7 @@ def test_construction_failures_end_the_report() -> None:
     (found,) = check_model(LinearRegression, {})
     assert found.outcome is Outcome.FAIL and "--config" in found.message
     (found,) = check_model(dict, {})
-    assert "is not a subclass of models.Model" in found.message
+    assert "is not a subclass of modelcompare.models.Model" in found.message
     (found,) = check_model(Model, {})
     assert "does not implement config, log_likelihood, log_prior, predict, sample_prior" in (
         found.message)

@@ -9,7 +9,12 @@ import pytest
 import torch
 from scipy import stats as scipy_stats
 
-from models import BetaBernoulli, GammaPoisson, LinearRegression, LinearRegressionUnknownNoise
+from modelcompare.models import (
+    BetaBernoulli,
+    GammaPoisson,
+    LinearRegression,
+    LinearRegressionUnknownNoise,
+)
 
 
 def _trained(model, x, y):

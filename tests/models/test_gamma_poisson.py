@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import integrate, special, stats
 
-from models.base import Model, ModelConfigError
-from models.gamma_poisson import GammaPoisson
+from modelcompare.models.base import Model, ModelConfigError
+from modelcompare.models.gamma_poisson import GammaPoisson
 
 CHUNKS = [3, 1, 6, 2, 1, 5]  # uneven on purpose: 18 rows
 

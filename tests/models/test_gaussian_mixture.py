@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import integrate, special, stats
 
-from models.base import ModelConfigError
-from models.gaussian_mixture import GaussianMixture
+from modelcompare.models.base import ModelConfigError
+from modelcompare.models.gaussian_mixture import GaussianMixture
 
 
 def to_constrained_vector(model: GaussianMixture, theta: torch.Tensor) -> torch.Tensor:

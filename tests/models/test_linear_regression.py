@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import stats
 
-from models.base import Model, ModelConfigError
-from models.linear_regression import LinearRegression
+from modelcompare.models.base import Model, ModelConfigError
+from modelcompare.models.linear_regression import LinearRegression
 
 CHUNKS = [1, 4, 2, 9, 3, 1, 5]  # uneven on purpose: 25 rows
 

@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import integrate, special, stats
 
-from models.base import Model, ModelConfigError
-from models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
+from modelcompare.models.base import Model, ModelConfigError
+from modelcompare.models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
 
 CHUNKS = [2, 1, 6, 3, 1, 8, 4]  # uneven on purpose: 25 rows
 CONFIG = {"dim": 2, "prior_std": 1.4, "noise_shape": 2.5, "noise_scale": 1.5}

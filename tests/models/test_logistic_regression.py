@@ -9,8 +9,8 @@ import pytest
 import torch
 from scipy import special, stats
 
-from models.base import Model, ModelConfigError
-from models.logistic_regression import LogisticRegression
+from modelcompare.models.base import Model, ModelConfigError
+from modelcompare.models.logistic_regression import LogisticRegression
 
 
 def make_data(generator: torch.Generator, rows: int, dim: int, classes: int):

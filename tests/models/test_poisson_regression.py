@@ -9,9 +9,9 @@ import pytest
 import torch
 from scipy import stats
 
-from estimators import OnlineEvidence
-from models.base import Model, ModelConfigError
-from models.poisson_regression import PoissonRegression
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.models.base import Model, ModelConfigError
+from modelcompare.models.poisson_regression import PoissonRegression
 
 F64 = torch.float64
 

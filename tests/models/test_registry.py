@@ -7,9 +7,9 @@ import math
 import pytest
 import torch
 
-from estimators.data.history import Rows, RowsHistory
-from estimators.online.spread import FROZEN, relative_spread
-from models import FAMILIES, ConjugateModel, Model, ModelConfigError, build_model
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.online.spread import FROZEN, relative_spread
+from modelcompare.models import FAMILIES, ConjugateModel, Model, ModelConfigError, build_model
 
 CONFIGS: dict[str, dict] = {
     "linear_regression": {"dim": 3, "noise_std": 0.5},
@@ -182,8 +182,9 @@ INTERCEPT_ONLY = {
 def test_prepared_sums_compute_in_the_dtype_of_their_rows(
     family: str, config: dict, generator: torch.Generator
 ) -> None:
-    """Rows and θ in float32 (the moves' gradient precision, ``estimators.online.precision``)
-    give float32 sums within float32 rounding of the float64 ones."""
+    """Rows and θ in float32 (the moves' gradient precision,
+    ``modelcompare.estimators.online.precision``) give float32 sums within float32 rounding of the
+    float64 ones."""
     model = build_model(family, **config)
     theta = model.sample_prior(5, generator)
     x, y = example_data(model, 12, generator)

@@ -23,7 +23,7 @@ from service_server import (
     local_redis_available,
 )
 
-from service.core.config import Settings
+from modelcompare.service.core.config import Settings
 
 
 @pytest.fixture

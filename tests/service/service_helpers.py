@@ -9,7 +9,7 @@ import httpx
 import numpy as np
 import torch
 
-from models import LinearRegression
+from modelcompare.models import LinearRegression
 
 TRUE_WEIGHTS = np.array([1.0, -0.5, 0.25])
 

@@ -14,11 +14,11 @@ import redis
 import uvicorn
 from service_helpers import chunks, regression_data
 
-from service.api.main import create_app
-from service.core.config import Settings
-from service.store.connection import Connection, SyncClient
-from service.store.keys import Keys, index_key
-from service.worker import Worker
+from modelcompare.service.api.main import create_app
+from modelcompare.service.core.config import Settings
+from modelcompare.service.store.connection import Connection, SyncClient
+from modelcompare.service.store.keys import Keys, index_key
+from modelcompare.service.worker import Worker
 
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
 

@@ -9,21 +9,21 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
-from estimators import state_to_bytes
-from service.api.deps import AccessDep, RequestIdentity, SettingsDep, StoreDep
-from service.api.errors import ApiError, error_responses, not_found
-from service.api.ingest import json_body
-from service.api.responses import (
+from modelcompare.estimators import state_to_bytes
+from modelcompare.service.api.deps import AccessDep, RequestIdentity, SettingsDep, StoreDep
+from modelcompare.service.api.errors import ApiError, error_responses, not_found
+from modelcompare.service.api.ingest import json_body
+from modelcompare.service.api.responses import (
     ComparisonList,
     ComparisonOut,
     ModelAdded,
     ModelRemoved,
     returns,
 )
-from service.engine import runner_for
-from service.evidence import evidence_body, model_summaries, prior_probabilities
-from service.limits import LimitExceeded
-from service.schemas import (
+from modelcompare.service.engine import runner_for
+from modelcompare.service.evidence import evidence_body, model_summaries, prior_probabilities
+from modelcompare.service.limits import LimitExceeded
+from modelcompare.service.schemas import (
     ComparisonIn,
     ComparisonSpec,
     ModelIn,
@@ -31,10 +31,10 @@ from service.schemas import (
     comparison_spec,
     prior_weights,
 )
-from service.store.comparisons import Comparisons
-from service.store.listing import BadCursor
-from service.store.meta import Meta
-from service.validation import first_stored_refusal
+from modelcompare.service.store.comparisons import Comparisons
+from modelcompare.service.store.listing import BadCursor
+from modelcompare.service.store.meta import Meta
+from modelcompare.service.validation import first_stored_refusal
 
 router = APIRouter(prefix="/v1/comparisons", tags=["comparisons"])
 

@@ -11,11 +11,11 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
-from service.api.errors import ApiError
+from modelcompare.service.api.errors import ApiError
 
 router = APIRouter(include_in_schema=False, tags=["dashboard"])
 
-STATIC = Path(str(resources.files("service") / "static"))
+STATIC = Path(str(resources.files("modelcompare.service") / "static"))
 OWN_ASSETS = {"dashboard.js": "text/javascript", "dashboard.css": "text/css"}
 NO_CACHE = {"Cache-Control": "no-cache"}
 

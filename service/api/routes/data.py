@@ -11,23 +11,30 @@ from fastapi import APIRouter, Depends, Header, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 
-from service.api.broadcast import Closing
-from service.api.deps import (
+from modelcompare.service.api.broadcast import Closing
+from modelcompare.service.api.deps import (
     BroadcasterDep,
     MetricsDep,
     RequestIdentity,
     SettingsDep,
     StoreDep,
 )
-from service.api.errors import ApiError, error_responses, not_found
-from service.api.ingest import json_body, parse_chunk, parse_query
-from service.api.responses import ChunkAccepted, Evidence, History, Prediction, Weights, returns
-from service.engine import runner_for
-from service.evidence import mix, prediction_json
-from service.limits import LimitExceeded
-from service.schemas import PredictIn
-from service.store.codec import block_digest
-from service.store.trace import MODEL_FIELDS
+from modelcompare.service.api.errors import ApiError, error_responses, not_found
+from modelcompare.service.api.ingest import json_body, parse_chunk, parse_query
+from modelcompare.service.api.responses import (
+    ChunkAccepted,
+    Evidence,
+    History,
+    Prediction,
+    Weights,
+    returns,
+)
+from modelcompare.service.engine import runner_for
+from modelcompare.service.evidence import mix, prediction_json
+from modelcompare.service.limits import LimitExceeded
+from modelcompare.service.schemas import PredictIn
+from modelcompare.service.store.codec import block_digest
+from modelcompare.service.store.trace import MODEL_FIELDS
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 

@@ -8,11 +8,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
-from service.api.deps import RequestIdentity, SettingsDep, StoreDep
-from service.api.errors import ApiError, error_responses
-from service.api.ingest import json_body
-from service.api.responses import DeadLetterList, Evidence, returns
-from service.store.dead_letters import DeadLetters, NotHalted, ResumeAction
+from modelcompare.service.api.deps import RequestIdentity, SettingsDep, StoreDep
+from modelcompare.service.api.errors import ApiError, error_responses
+from modelcompare.service.api.ingest import json_body
+from modelcompare.service.api.responses import DeadLetterList, Evidence, returns
+from modelcompare.service.store.dead_letters import DeadLetters, NotHalted, ResumeAction
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["dead letters"])
 

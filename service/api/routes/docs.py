@@ -11,7 +11,7 @@ from fastapi import APIRouter, Request
 from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import FileResponse, HTMLResponse
 
-from service.api.errors import ApiError
+from modelcompare.service.api.errors import ApiError
 
 router = APIRouter(include_in_schema=False, tags=["docs"])
 

@@ -1,5 +1,5 @@
 """Debiased posterior expectations of one model over a comparison's stored rows (paths of
-partial posteriors, ``estimators.functionals.partial_posteriors``)."""
+partial posteriors, ``modelcompare.estimators.functionals.partial_posteriors``)."""
 
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ import torch
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
-from estimators import EstimatorError
-from estimators.data.history import cat_rows
-from estimators.data.rng import derive_generator
-from models.config import Integer
-from service.api.deps import SettingsDep, StoreDep
-from service.api.errors import ApiError, error_responses
-from service.api.ingest import json_body, parse_query
-from service.api.responses import ExpectationOut, returns
-from service.engine import runner_for
-from service.schemas import STRICT_JSON, NonNegative, QueryRows
-from service.store.codec import decode_block
+from modelcompare.estimators import EstimatorError
+from modelcompare.estimators.data.history import cat_rows
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.models.config import Integer
+from modelcompare.service.api.deps import SettingsDep, StoreDep
+from modelcompare.service.api.errors import ApiError, error_responses
+from modelcompare.service.api.ingest import json_body, parse_query
+from modelcompare.service.api.responses import ExpectationOut, returns
+from modelcompare.service.engine import runner_for
+from modelcompare.service.schemas import STRICT_JSON, NonNegative, QueryRows
+from modelcompare.service.store.codec import decode_block
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 

@@ -7,10 +7,10 @@ from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from redis.exceptions import RedisClusterException, RedisError
 
-from service.api.deps import MetricsDep, StoreDep
-from service.api.errors import error_response, error_responses
-from service.api.responses import Status
-from service.store.connection import cluster_problem, is_cluster
+from modelcompare.service.api.deps import MetricsDep, StoreDep
+from modelcompare.service.api.errors import error_response, error_responses
+from modelcompare.service.api.responses import Status
+from modelcompare.service.store.connection import cluster_problem, is_cluster
 
 router = APIRouter(tags=["health"])
 

@@ -11,10 +11,10 @@ import json
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
-from service.api.broadcast import Closing
-from service.api.deps import BroadcasterDep, StoreDep
-from service.api.errors import UNAVAILABLE, unavailable
-from service.store.comparisons import NotFound
+from modelcompare.service.api.broadcast import Closing
+from modelcompare.service.api.deps import BroadcasterDep, StoreDep
+from modelcompare.service.api.errors import UNAVAILABLE, unavailable
+from modelcompare.service.store.comparisons import NotFound
 
 router = APIRouter(tags=["stream"])
 

@@ -6,7 +6,7 @@ import pytest
 import torch
 from scipy import stats
 
-from estimators.data.history import (
+from modelcompare.estimators.data.history import (
     ColumnView,
     ExtendedHistory,
     InMemoryHistory,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from estimators.data.rng import derive_generator, derive_seed
+from modelcompare.estimators.data.rng import derive_generator, derive_seed
 
 
 def test_derive_seed_is_stable_and_distinct() -> None:

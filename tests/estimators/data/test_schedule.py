@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from estimators.data.schedule import max_chunk_rows, split_points
+from modelcompare.estimators.data.schedule import max_chunk_rows, split_points
 
 
 @pytest.mark.parametrize(

@@ -9,15 +9,15 @@ import pytest
 import torch
 from safetensors.torch import save
 
-from estimators import (
+from modelcompare.estimators import (
     ExactState,
     OnlineEvidence,
     ParticleState,
     state_from_bytes,
     state_to_bytes,
 )
-from estimators.data.serialization import state_to_tensors
-from models import LinearRegression
+from modelcompare.estimators.data.serialization import state_to_tensors
+from modelcompare.models import LinearRegression
 
 
 def trained(method: str) -> OnlineEvidence:

@@ -8,8 +8,8 @@ import math
 import pytest
 import torch
 
-from estimators.data.history import Rows
-from estimators.functionals.partial_posteriors import (
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.functionals.partial_posteriors import (
     ConjugatePath,
     ParticlePath,
     debiased_expectation,
@@ -19,12 +19,12 @@ from estimators.functionals.partial_posteriors import (
     subset_sizes,
     truncation_probabilities,
 )
-from estimators.functionals.posterior_functionals import (
+from modelcompare.estimators.functionals.posterior_functionals import (
     Functional,
     conjugate_expectation,
 )
-from models import BetaBernoulli, LogisticRegression
-from models.gamma_poisson import sample_log_gamma
+from modelcompare.models import BetaBernoulli, LogisticRegression
+from modelcompare.models.gamma_poisson import sample_log_gamma
 
 Z_LIMIT = 4.0  # |z| beyond 4 has probability 6e-5 per coordinate under the null
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from estimators.data.history import Rows, RowsHistory
-from models import LinearRegression
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.models import LinearRegression
 
 ROWS = 2000
 

@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from estimators.data.history import Rows, RowsHistory
-from estimators.moves.barker import (
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.moves.barker import (
     barker_test,
     build_correction_table,
     correction_table,

@@ -6,13 +6,13 @@ import pytest
 import torch
 from gaussian_posterior import conjugate_posterior
 
-from estimators import EstimatorConfigError, OnlineEvidence, build, exact_log_evidence
-from estimators.data.history import Rows
-from estimators.moves.corrected import corrected_sghmc_move
-from estimators.moves.minibatch_target import MinibatchTarget
-from estimators.moves.sghmc import sghmc_move
-from estimators.online.target import PastData, anchor_at, grad_log_target
-from models import LinearRegression
+from modelcompare.estimators import EstimatorConfigError, OnlineEvidence, build, exact_log_evidence
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.moves.corrected import corrected_sghmc_move
+from modelcompare.estimators.moves.minibatch_target import MinibatchTarget
+from modelcompare.estimators.moves.sghmc import sghmc_move
+from modelcompare.estimators.online.target import PastData, anchor_at, grad_log_target
+from modelcompare.models import LinearRegression
 
 MOVES, BURN_IN = 30, 5
 

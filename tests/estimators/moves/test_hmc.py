@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from estimators.moves.hmc import transition
+from modelcompare.estimators.moves.hmc import transition
 
 
 def _gaussian_target(precision: torch.Tensor):

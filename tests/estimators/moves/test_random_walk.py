@@ -8,9 +8,9 @@ import pytest
 import torch
 from gaussian_posterior import ROWS, conjugate_posterior
 
-from estimators.moves import random_walk
-from estimators.moves.minibatch_target import MinibatchTarget
-from estimators.online.target import anchor_at
+from modelcompare.estimators.moves import random_walk
+from modelcompare.estimators.moves.minibatch_target import MinibatchTarget
+from modelcompare.estimators.online.target import anchor_at
 
 CHAINS, STEPS, BURN_IN = 1000, 100, 30
 

@@ -10,9 +10,9 @@ import torch
 from gaussian_posterior import conjugate_posterior
 from scipy.linalg import solve_discrete_lyapunov
 
-from estimators.data.history import Rows, RowsHistory
-from estimators.moves.sghmc import noise_friction, sghmc_move
-from estimators.online.target import (
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.moves.sghmc import noise_friction, sghmc_move
+from modelcompare.estimators.online.target import (
     PastData,
     Stratum,
     anchor_at,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from estimators import (
+from modelcompare.estimators import (
     EstimatorConfigError,
     InMemoryHistory,
     OnlineEvidence,
@@ -15,9 +15,9 @@ from estimators import (
     state_from_bytes,
     state_to_bytes,
 )
-from estimators.data.rng import derive_generator
-from estimators.online.exact import StatsLayout
-from models import LinearRegression, LogisticRegression
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.estimators.online.exact import StatsLayout
+from modelcompare.models import LinearRegression, LogisticRegression
 
 CONJUGATE = [
     "linear_regression",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from estimators import (
+from modelcompare.estimators import (
     EstimatorConfigError,
     HybridSettings,
     InMemoryHistory,
@@ -18,9 +18,9 @@ from estimators import (
     state_from_bytes,
     state_to_bytes,
 )
-from estimators.data.history import ExtendedHistory
-from estimators.references.batch import equal_weight_samples
-from models import LinearRegression
+from modelcompare.estimators.data.history import ExtendedHistory
+from modelcompare.estimators.references.batch import equal_weight_samples
+from modelcompare.models import LinearRegression
 
 
 def gen(seed: int) -> torch.Generator:

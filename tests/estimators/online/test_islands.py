@@ -8,13 +8,13 @@ import math
 import pytest
 import torch
 
-from estimators import EstimatorConfigError, OnlineEvidence, build, exact_log_evidence
-from estimators.data.history import Rows, RowsHistory
-from estimators.data.rng import derive_generator
-from estimators.online import sgais
-from estimators.online.islands import averaged, joined, split
-from estimators.online.settings import SGAISSettings
-from models import LinearRegression
+from modelcompare.estimators import EstimatorConfigError, OnlineEvidence, build, exact_log_evidence
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.estimators.online import sgais
+from modelcompare.estimators.online.islands import averaged, joined, split
+from modelcompare.estimators.online.settings import SGAISSettings
+from modelcompare.models import LinearRegression
 
 ROWS, POST = 300, 100
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from estimators import OnlineEvidence, exact_log_evidence
+from modelcompare.estimators import OnlineEvidence, exact_log_evidence
 
 
 @pytest.mark.slow

@@ -10,16 +10,16 @@ import math
 import pytest
 import torch
 
-from estimators import OnlineEvidence, exact_log_evidence
-from estimators.data.history import InMemoryHistory, Rows
-from estimators.online import sgais
-from estimators.online.particles import absorb, genealogy_variance, init
-from estimators.online.piece_parts import PieceParts
-from estimators.online.settings import SGAISSettings
-from estimators.online.target import Piece, anchor_at, past_data, with_piece
-from estimators.smc.genealogy import Eves, eve_variance, first_generation
-from estimators.smc.tempered import TemperedSMC, TemperedState
-from models import LinearRegression
+from modelcompare.estimators import OnlineEvidence, exact_log_evidence
+from modelcompare.estimators.data.history import InMemoryHistory, Rows
+from modelcompare.estimators.online import sgais
+from modelcompare.estimators.online.particles import absorb, genealogy_variance, init
+from modelcompare.estimators.online.piece_parts import PieceParts
+from modelcompare.estimators.online.settings import SGAISSettings
+from modelcompare.estimators.online.target import Piece, anchor_at, past_data, with_piece
+from modelcompare.estimators.smc.genealogy import Eves, eve_variance, first_generation
+from modelcompare.estimators.smc.tempered import TemperedSMC, TemperedState
+from modelcompare.models import LinearRegression
 
 F64 = torch.float64
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from estimators.data.history import InMemoryHistory, Rows
-from estimators.moves.hmc import HMCParams, hmc_chain
-from estimators.moves.sghmc import noise_friction
-from estimators.online import precision
-from estimators.online.kernels import sghmc
-from estimators.online.settings import SGAISSettings
-from estimators.online.target import ExactTarget, Piece, past_data
-from models import GaussianMixture, LinearRegression, LogisticRegression, Model
+from modelcompare.estimators.data.history import InMemoryHistory, Rows
+from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
+from modelcompare.estimators.moves.sghmc import noise_friction
+from modelcompare.estimators.online import precision
+from modelcompare.estimators.online.kernels import sghmc
+from modelcompare.estimators.online.settings import SGAISSettings
+from modelcompare.estimators.online.target import ExactTarget, Piece, past_data
+from modelcompare.models import GaussianMixture, LinearRegression, LogisticRegression, Model
 
 
 def _parts(model: Model, rows: int, generator: torch.Generator) -> list:

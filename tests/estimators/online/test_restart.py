@@ -11,15 +11,15 @@ import pydantic
 import pytest
 import torch
 
-from estimators import Deadline, OnlineEvidence, exact_log_evidence
-from estimators.data.history import Rows, RowsHistory
-from estimators.online import particles, sgais
-from estimators.online.records import ParticleState
-from estimators.online.reports import PieceReport, astray
-from estimators.online.restart import Restart, can_come, restart_due, shuffled
-from estimators.online.settings import SGAISSettings
-from estimators.smc.tempered import StepInfo
-from models import LinearRegression
+from modelcompare.estimators import Deadline, OnlineEvidence, exact_log_evidence
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.online import particles, sgais
+from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.online.reports import PieceReport, astray
+from modelcompare.estimators.online.restart import Restart, can_come, restart_due, shuffled
+from modelcompare.estimators.online.settings import SGAISSettings
+from modelcompare.estimators.smc.tempered import StepInfo
+from modelcompare.models import LinearRegression
 
 F64 = torch.float64
 

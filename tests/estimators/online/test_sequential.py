@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from estimators import OnlineEvidence, exact_log_evidence
+from modelcompare.estimators import OnlineEvidence, exact_log_evidence
 
 
 def run(stream, family: str, seed: int, method: str, rows: int = 300, post: int = 50):

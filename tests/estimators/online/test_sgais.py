@@ -8,8 +8,8 @@ import time
 import pytest
 import torch
 
-from estimators import EstimatorError, OnlineEvidence, exact_log_evidence
-from models import GaussianMixture, LinearRegression, LogisticRegression
+from modelcompare.estimators import EstimatorError, OnlineEvidence, exact_log_evidence
+from modelcompare.models import GaussianMixture, LinearRegression, LogisticRegression
 
 SEEDS = range(8)
 ROWS, POST = 300, 50
@@ -75,7 +75,7 @@ def test_log_evidence_is_the_sum_of_increments(stream) -> None:
         assert tracker.n_observations == stop
     assert float(tracker.state.log_evidence) == pytest.approx(total, rel=1e-12)
     assert tracker.log_evidence_stderr == pytest.approx(math.sqrt(variance), rel=1e-12)
-    # reported: log Ẑ + σ̂²/2 (``estimators.estimator.lognormal_log_evidence``)
+    # reported: log Ẑ + σ̂²/2 (``modelcompare.estimators.estimator.lognormal_log_evidence``)
     assert tracker.log_evidence == pytest.approx(total + variance / 2, rel=1e-12)
     state = tracker.state
     assert float(torch.logsumexp(state.log_weights, 0)) == pytest.approx(0.0, abs=1e-12)

@@ -9,10 +9,10 @@ import math
 import pytest
 import torch
 
-from estimators import OnlineEvidence
-from estimators.data.history import Rows, RowsHistory
-from estimators.online.spread import FROZEN, SPREAD_ROWS, relative_spread
-from models import LinearRegression
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.online.spread import FROZEN, SPREAD_ROWS, relative_spread
+from modelcompare.models import LinearRegression
 
 F64 = torch.float64
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from estimators import OnlineEvidence, exact_log_evidence
-from estimators.online.surprise import Surprise, drifted, surprising
-from estimators.smc.tempered import StepInfo
-from models import LinearRegression
+from modelcompare.estimators import OnlineEvidence, exact_log_evidence
+from modelcompare.estimators.online.surprise import Surprise, drifted, surprising
+from modelcompare.estimators.smc.tempered import StepInfo
+from modelcompare.models import LinearRegression
 
 F64 = torch.float64
 

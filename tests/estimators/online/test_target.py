@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from estimators.data.history import ExtendedHistory, InMemoryHistory, Rows
-from estimators.online.target import (
+from modelcompare.estimators.data.history import ExtendedHistory, InMemoryHistory, Rows
+from modelcompare.estimators.online.target import (
     Piece,
     anchor_at,
     minibatch_grad_log_target,
@@ -17,7 +17,7 @@ from estimators.online.target import (
     sampled_strata,
     with_piece,
 )
-from models import LinearRegression, LogisticRegression, Model
+from modelcompare.models import LinearRegression, LogisticRegression, Model
 
 
 def _history(model: Model, rows: int, generator: torch.Generator) -> tuple[Rows, Rows]:

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from estimators import (
+from modelcompare.estimators import (
     AISSettings,
     BatchState,
     EstimatorConfigError,
@@ -20,7 +20,7 @@ from estimators import (
     state_from_bytes,
     state_to_bytes,
 )
-from models import LinearRegression
+from modelcompare.models import LinearRegression
 
 
 def gen(seed: int) -> torch.Generator:

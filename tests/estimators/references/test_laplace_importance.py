@@ -10,17 +10,17 @@ import pytest
 import torch
 from scipy import special, stats
 
-import estimators.references.laplace_importance as laplace
-from estimators.data.history import Rows
-from estimators.errors import EstimatorConfigError, EstimatorError
-from estimators.references.laplace_importance import (
+import modelcompare.estimators.references.laplace_importance as laplace
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.errors import EstimatorConfigError, EstimatorError
+from modelcompare.estimators.references.laplace_importance import (
     LaplaceISSettings,
     StudentTProposal,
     find_mode,
     hessian,
     run_laplace_is,
 )
-from models import GaussianMixture, LinearRegression
+from modelcompare.models import GaussianMixture, LinearRegression
 from tests.estimators.mixture_oracle import exact_mixture_log_z, two_clusters
 
 F64 = torch.float64

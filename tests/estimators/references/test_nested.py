@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import ks_2samp
 
-from estimators import (
+from modelcompare.estimators import (
     BatchState,
     EstimatorConfigError,
     InMemoryHistory,
@@ -20,11 +20,14 @@ from estimators import (
     state_from_bytes,
     state_to_bytes,
 )
-from estimators.moves.constrained import Contour, MoveReport, reflective_hmc, rejection
-from estimators.moves.hmc import HMCParams
-from estimators.references.batch import full_log_likelihood, full_log_likelihood_and_grad
-from estimators.smc.covariance import particle_scale
-from models import LinearRegression
+from modelcompare.estimators.moves.constrained import Contour, MoveReport, reflective_hmc, rejection
+from modelcompare.estimators.moves.hmc import HMCParams
+from modelcompare.estimators.references.batch import (
+    full_log_likelihood,
+    full_log_likelihood_and_grad,
+)
+from modelcompare.estimators.smc.covariance import particle_scale
+from modelcompare.models import LinearRegression
 
 
 def gen(seed: int) -> torch.Generator:

@@ -10,12 +10,12 @@ import statistics
 import pytest
 import torch
 
-from estimators.smc.control_variates import (
+from modelcompare.estimators.smc.control_variates import (
     MIN_PARTICLES_PER_CONTROL,
     controlled_log_mean_increment,
     leave_one_out_fit,
 )
-from estimators.smc.weights import log_mean_increment
+from modelcompare.estimators.smc.weights import log_mean_increment
 
 F64 = torch.float64
 SLOPE = torch.tensor([0.3, 0.2, -0.1], dtype=F64)  # w(θ) = exp(aᵀθ), θ ~ N(0, I)

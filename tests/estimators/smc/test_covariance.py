@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from estimators.smc.covariance import (
+from modelcompare.estimators.smc.covariance import (
     MIN_SHRINKAGE_SAMPLES,
     particle_scale,
     shrunk_covariance,

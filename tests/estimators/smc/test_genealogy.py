@@ -10,10 +10,10 @@ import statistics
 import pytest
 import torch
 
-from estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
-from estimators.smc.resampling import RESAMPLERS, resample_below
-from estimators.smc.tempered import StepInfo, anneal, start
-from estimators.smc.weights import log_mean_increment
+from modelcompare.estimators.smc.genealogy import Eves, eve_variance, first_generation, selected
+from modelcompare.estimators.smc.resampling import RESAMPLERS, resample_below
+from modelcompare.estimators.smc.tempered import StepInfo, anneal, start
+from modelcompare.estimators.smc.weights import log_mean_increment
 from tests.estimators.smc.test_tempered import coin, parts
 
 F64 = torch.float64

@@ -7,9 +7,9 @@ import statistics
 import pytest
 import torch
 
-from estimators import OnlineEvidence
-from estimators.smc.relabeling import align_labels, is_label_symmetric
-from models import GaussianMixture, LogisticRegression
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.estimators.smc.relabeling import align_labels, is_label_symmetric
+from modelcompare.models import GaussianMixture, LogisticRegression
 from tests.estimators.mixture_oracle import exact_mixture_log_z, two_clusters
 
 F64 = torch.float64

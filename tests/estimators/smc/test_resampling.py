@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from estimators.smc.resampling import RESAMPLERS, resample_to
+from modelcompare.estimators.smc.resampling import RESAMPLERS, resample_to
 
 M = 16
 # torch.repeat_interleave (inside residual) costs ~8 ms per call with 2 intra-op threads on a

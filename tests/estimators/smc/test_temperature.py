@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from estimators.smc.temperature import next_increment
-from estimators.smc.weights import conditional_ess
+from modelcompare.estimators.smc.temperature import next_increment
+from modelcompare.estimators.smc.weights import conditional_ess
 
 M = 64
 

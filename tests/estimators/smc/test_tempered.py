@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import torch
 
-from estimators.deadline import Checkpoint
-from estimators.errors import EstimatorError
-from estimators.smc.resampling import RESAMPLERS, drop_weights, resample_below
-from estimators.smc.temperature import adaptive, all_at_once
-from estimators.smc.tempered import (
+from modelcompare.estimators.deadline import Checkpoint
+from modelcompare.estimators.errors import EstimatorError
+from modelcompare.estimators.smc.resampling import RESAMPLERS, drop_weights, resample_below
+from modelcompare.estimators.smc.temperature import adaptive, all_at_once
+from modelcompare.estimators.smc.tempered import (
     Moved,
     TemperedSMC,
     anneal,
@@ -21,7 +21,7 @@ from estimators.smc.tempered import (
     start,
     step,
 )
-from models import BetaBernoulli
+from modelcompare.models import BetaBernoulli
 
 F64 = torch.float64
 

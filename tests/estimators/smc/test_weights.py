@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from estimators.smc.weights import (
+from modelcompare.estimators.smc.weights import (
     conditional_ess,
     ess,
     log_mean_exp,

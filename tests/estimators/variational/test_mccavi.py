@@ -8,10 +8,10 @@ import math
 import pytest
 import torch
 
-from estimators import EstimatorConfigError, OnlineEvidence
-from estimators.data.history import Rows
-from estimators.variational.mccavi import MCCAVISettings, has_elbo, mccavi_elbo
-from models import GaussianMixture, LinearRegression, LinearRegressionUnknownNoise
+from modelcompare.estimators import EstimatorConfigError, OnlineEvidence
+from modelcompare.estimators.data.history import Rows
+from modelcompare.estimators.variational.mccavi import MCCAVISettings, has_elbo, mccavi_elbo
+from modelcompare.models import GaussianMixture, LinearRegression, LinearRegressionUnknownNoise
 from tests.estimators.mixture_oracle import exact_mixture_log_z, two_clusters
 
 F64 = torch.float64

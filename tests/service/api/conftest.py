@@ -19,9 +19,9 @@ import uvicorn
 from playwright.sync_api import Browser, sync_playwright
 from service_server import LOCAL_REDIS, delete_prefix, free_port, local_redis_available
 
-from service.api.http import server_config
-from service.api.main import create_app
-from service.core.config import Settings
+from modelcompare.service.api.http import server_config
+from modelcompare.service.api.main import create_app
+from modelcompare.service.core.config import Settings
 
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

@@ -18,10 +18,10 @@ from service_helpers import assert_error, comparison_body
 from service_server import Server, StartServer, snapshot
 from starlette.datastructures import Headers
 
-from service.api.deps import protected
-from service.api.main import create_app
-from service.core.config import Settings
-from service.core.security import Keyring, KeyScope, bearer_token
+from modelcompare.service.api.deps import protected
+from modelcompare.service.api.main import create_app
+from modelcompare.service.core.config import Settings
+from modelcompare.service.core.security import Keyring, KeyScope, bearer_token
 
 ROOT = Path(__file__).resolve().parents[3]
 HASHED = "hashed-key-0123456789"

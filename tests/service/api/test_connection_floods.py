@@ -16,8 +16,8 @@ import pytest
 import websockets
 from service_helpers import comparison_body
 
-from service.api import http
-from service.api.http import Waiting
+from modelcompare.service.api import http
+from modelcompare.service.api.http import Waiting
 
 
 def test_idle_connections_make_room_silent_ones_first() -> None:

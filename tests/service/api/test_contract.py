@@ -21,8 +21,8 @@ from service_helpers import (
 )
 from service_server import Server, StartServer
 
-from models import LinearRegression
-from service.store.keys import Keys
+from modelcompare.models import LinearRegression
+from modelcompare.service.store.keys import Keys
 
 COLUMNS = {"right": [0, 1, 2], "too_few": [0, 1], "wrong_noise": [0, 1, 2]}
 CONFIGS = {"right": {"dim": 3}, "too_few": {"dim": 2}, "wrong_noise": {"dim": 3, "noise_std": 3.0}}

@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, WebSocketRoute
 from service_helpers import chunks, comparison_body, exact_log_evidence, regression_data
 from service_server import RunningServer, Server, StartServer
 
-from service.core.config import Settings
+from modelcompare.service.core.config import Settings
 
 pytestmark = pytest.mark.e2e
 

@@ -17,10 +17,10 @@ from service_helpers import (
 )
 from service_server import StartServer
 
-from estimators import METHODS
-from service.core.config import Settings
-from service.engine import runner_for
-from service.schemas import ComparisonIn, comparison_spec
+from modelcompare.estimators import METHODS
+from modelcompare.service.core.config import Settings
+from modelcompare.service.engine import runner_for
+from modelcompare.service.schemas import ComparisonIn, comparison_spec
 
 
 def test_openapi_lists_every_method_with_defaults_and_bounds(start_server: StartServer) -> None:

@@ -6,8 +6,8 @@ import pytest
 from service_helpers import assert_error
 from service_server import StartServer
 
-from service.evidence import prior_probabilities
-from service.schemas import ComparisonSpec, ModelSpec
+from modelcompare.service.evidence import prior_probabilities
+from modelcompare.service.schemas import ComparisonSpec, ModelSpec
 
 
 def spec(*weights: float) -> ComparisonSpec:

@@ -9,11 +9,14 @@ import torch
 from service_helpers import assert_error, by_name, chunks, regression_data
 from service_server import StartServer
 
-from estimators import Rows
-from estimators.data.rng import derive_generator
-from estimators.functionals.posterior_functionals import Functional, conjugate_expectation
-from estimators.variational.mccavi import mccavi_elbo
-from models import LinearRegression, LinearRegressionUnknownNoise
+from modelcompare.estimators import Rows
+from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.estimators.functionals.posterior_functionals import (
+    Functional,
+    conjugate_expectation,
+)
+from modelcompare.estimators.variational.mccavi import mccavi_elbo
+from modelcompare.models import LinearRegression, LinearRegressionUnknownNoise
 
 BODY = {
     "name": "expectation",

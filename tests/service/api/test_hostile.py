@@ -22,7 +22,7 @@ from safetensors.torch import save as save_safetensors
 from service_helpers import assert_error, comparison_body
 from service_server import Server, StartServer, snapshot
 
-from service.store.keys import Keys, index_key
+from modelcompare.service.store.keys import Keys, index_key
 
 ROOT = Path(__file__).resolve().parents[3]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from service_helpers import assert_error, by_name, chunks, comparison_body, regression_data
 from service_server import Server
 
-from service.store.keys import Keys
+from modelcompare.service.store.keys import Keys
 
 
 def test_retry_with_the_same_key_ingests_once(server: Server) -> None:

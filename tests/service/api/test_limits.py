@@ -12,12 +12,12 @@ import torch
 from service_helpers import assert_error, comparison_body, wait_for_sequence
 from service_server import Server, StartServer, snapshot
 
-from estimators import OnlineEvidence
-from models import LinearRegression
-from service.limits import state_bytes
-from service.store.comparisons import Comparisons
-from service.store.keys import Keys, index_key
-from service.store.meta import Meta
+from modelcompare.estimators import OnlineEvidence
+from modelcompare.models import LinearRegression
+from modelcompare.service.limits import state_bytes
+from modelcompare.service.store.comparisons import Comparisons
+from modelcompare.service.store.keys import Keys, index_key
+from modelcompare.service.store.meta import Meta
 
 
 def stored_keys(server: Server) -> list[bytes]:

@@ -30,17 +30,17 @@ from service_server import (
     make_worker,
 )
 
-from estimators import Rows, state_to_bytes
-from service import worker as worker_module
-from service.api import chunk_text, ingest
-from service.api import inflight as budget
-from service.api.errors import ApiError
-from service.core.config import CHUNK_BODY_COST, Settings
-from service.engine import runner_for
-from service.schemas import ComparisonSpec, ModelSpec
-from service.store import history as history_module
-from service.store.codec import decode_block, encode_block
-from service.store.history import BlockHistory, HistoryCache, read_columns
+from modelcompare.estimators import Rows, state_to_bytes
+from modelcompare.service import worker as worker_module
+from modelcompare.service.api import chunk_text, ingest
+from modelcompare.service.api import inflight as budget
+from modelcompare.service.api.errors import ApiError
+from modelcompare.service.core.config import CHUNK_BODY_COST, Settings
+from modelcompare.service.engine import runner_for
+from modelcompare.service.schemas import ComparisonSpec, ModelSpec
+from modelcompare.service.store import history as history_module
+from modelcompare.service.store.codec import decode_block, encode_block
+from modelcompare.service.store.history import BlockHistory, HistoryCache, read_columns
 
 MiB = 1024 * 1024
 

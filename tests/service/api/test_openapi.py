@@ -12,9 +12,9 @@ import pytest
 from service_helpers import assert_error, comparison_body
 from service_server import RunningServer, Server
 
-from models import FAMILIES
-from service.api.main import create_app
-from service.core.config import Settings
+from modelcompare.models import FAMILIES
+from modelcompare.service.api.main import create_app
+from modelcompare.service.core.config import Settings
 
 
 @pytest.fixture(scope="module")

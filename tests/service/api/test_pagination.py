@@ -14,12 +14,12 @@ import pytest
 from service_helpers import assert_error, comparison_body
 from service_server import Server, StartServer
 
-from service.cli import main
-from service.client import AsyncClient, Client
-from service.store.comparisons import Comparisons
-from service.store.connection import Connection
-from service.store.keys import created_key, index_key
-from service.store.listing import decode_cursor
+from modelcompare.service.cli import main
+from modelcompare.service.client import AsyncClient, Client
+from modelcompare.service.store.comparisons import Comparisons
+from modelcompare.service.store.connection import Connection
+from modelcompare.service.store.keys import created_key, index_key
+from modelcompare.service.store.listing import decode_cursor
 
 
 def _create(client: httpx.Client, name: str) -> str:

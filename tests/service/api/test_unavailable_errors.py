@@ -8,7 +8,7 @@ import redis.exceptions as rx
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from service.api.errors import install
+from modelcompare.service.api.errors import install
 
 UNAVAILABLE = [
     (rx.ConnectionError("Error 111 connecting"), "unavailable"),

@@ -11,7 +11,7 @@ import websockets
 from service_helpers import chunks, comparison_body, regression_data
 from service_server import Server, StartServer
 
-from service.api.broadcast import Subscription
+from modelcompare.service.api.broadcast import Subscription
 
 
 async def _receive(ws: Any, timeout: float = 30) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from service.cli import main
+from modelcompare.service.cli import main
 
 TESTS = Path(__file__).resolve().parents[2]
 ROOT = TESTS.parent
@@ -66,7 +66,7 @@ def test_rows_from_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     data = tmp_path / "rows.csv"
     write_rows(data, np.arange(80) % 2)
     status, out, err = check_model(
-        ["models:LogisticRegression", "--config", '{"dim": 1}', "--data", str(data),
+        ["modelcompare.models:LogisticRegression", "--config", '{"dim": 1}', "--data", str(data),
          "--x-cols", "x1", "--y-col", "y"], capsys)
     assert status == 0, out + err
     assert "PASS  data: the first 64 rows given" in out
@@ -76,7 +76,7 @@ def test_rows_the_model_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[st
     data = tmp_path / "rows.csv"
     write_rows(data, np.arange(8) % 3)
     status, out, _ = check_model(
-        ["models:LogisticRegression", "--config", '{"dim": 1}', "--data", str(data),
+        ["modelcompare.models:LogisticRegression", "--config", '{"dim": 1}', "--data", str(data),
          "--x-cols", "x1", "--y-col", "y"], capsys)
     assert status == 1
     assert "FAIL  data: validate_data refused the rows given: logistic_regression needs " \
@@ -88,11 +88,13 @@ def test_rows_the_model_refuses(tmp_path: Path, capsys: pytest.CaptureFixture[st
     (["no_such_module_here:Model"],
      "cannot import 'no_such_module_here': ModuleNotFoundError: No module named "
      "'no_such_module_here'"),
-    (["models:NoSuchModel"], "'models' has no class 'NoSuchModel'"),
-    (["models.LinearRegression"], "'models.LinearRegression' is not MODULE:CLASS"),
-    (["models:LinearRegression", "--config", "{dim: 2}"], "--config is not JSON"),
-    (["models:LinearRegression", "--config", "[2]"], "--config must be a JSON object"),
-    (["models:LinearRegression", "--data", "missing.csv"], "no such file: missing.csv"),
+    (["modelcompare.models:NoSuchModel"], "'modelcompare.models' has no class 'NoSuchModel'"),
+    (["modelcompare.models.LinearRegression"],
+     "'modelcompare.models.LinearRegression' is not MODULE:CLASS"),
+    (["modelcompare.models:LinearRegression", "--config", "{dim: 2}"], "--config is not JSON"),
+    (["modelcompare.models:LinearRegression", "--config", "[2]"], "--config must be a JSON object"),
+    (["modelcompare.models:LinearRegression", "--data", "missing.csv"],
+     "no such file: missing.csv"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(argv: list[str], message: str,
                                                capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,12 +39,12 @@ from service_server import (
     states,
 )
 
-from service.cli import main
-from service.cli.tables import evidence_table
-from service.client import Client, ModelCompareError
-from service.core.config import Settings
-from service.embedded import DataFolderInUse, EmbeddedRedis
-from service.store.keys import GROUP, Keys
+from modelcompare.service.cli import main
+from modelcompare.service.cli.tables import evidence_table
+from modelcompare.service.client import Client, ModelCompareError
+from modelcompare.service.core.config import Settings
+from modelcompare.service.embedded import DataFolderInUse, EmbeddedRedis
+from modelcompare.service.store.keys import GROUP, Keys
 
 BIN = Path(sys.executable).parent
 

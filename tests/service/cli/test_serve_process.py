@@ -19,7 +19,7 @@ import psutil
 import pytest
 import websockets.sync.client
 
-from service.api.http import RedactQueryTokens, redact_query
+from modelcompare.service.api.http import RedactQueryTokens, redact_query
 
 ROOT = Path(__file__).resolve().parents[3]
 SECRET = "s3cret-api-key-Zq9"
@@ -61,7 +61,7 @@ class Serve:
         env.update(MODELCOMPARE_TORCH_THREADS="1", MODELCOMPARE_SHUTDOWN_TIMEOUT="5")
         with self.log.open("wb") as out:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "service", "--log-level", "info", "serve", "--port",
+                [sys.executable, "-m", "modelcompare", "--log-level", "info", "serve", "--port",
                  str(self.port), "--data-dir", str(data_dir)],
                 cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 120

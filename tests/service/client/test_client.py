@@ -1,5 +1,5 @@
-"""service.client against a real server: one method per route (checked against the app's
-routes), exact numbers through it, errors carrying the API's code, the websocket iterator, and
+"""modelcompare.service.client against a real server: one method per route (checked against the
+app's routes), exact numbers through it, errors carrying the API's code, the websocket iterator, and
 API keys."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from service_helpers import by_name, comparison_body, exact_log_evidence, regres
 from service_server import RunningServer, Server, StartServer
 from starlette.routing import BaseRoute, WebSocketRoute
 
-from service.api.main import create_app
-from service.client import (
+from modelcompare.service.api.main import create_app
+from modelcompare.service.client import (
     ENDPOINTS,
     AsyncClient,
     Client,
@@ -26,8 +26,8 @@ from service.client import (
     ModelCompareError,
     ServerUnreachable,
 )
-from service.client.calls import path_segment
-from service.core.config import Settings
+from modelcompare.service.client.calls import path_segment
+from modelcompare.service.core.config import Settings
 
 
 def _websocket_paths(routes: list[BaseRoute]) -> set[str]:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from service.cli.server import worker_threads
-from service.core.config import Settings
+from modelcompare.service.cli.server import worker_threads
+from modelcompare.service.core.config import Settings
 
 
 def test_redis_url_is_read_from_either_variable(monkeypatch: pytest.MonkeyPatch) -> None:

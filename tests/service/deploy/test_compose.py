@@ -137,9 +137,10 @@ def test_the_image_is_built_from_a_small_context_with_pinned_torch() -> None:
     dockerfile = (ROOT / "docker" / "Dockerfile").read_text()
     copied = [source for line in dockerfile.splitlines() if line.startswith("COPY ")
               for source in line.split()[1:-1]]
-    assert set(copied) == {"pyproject.toml", "README.md", "models", "estimators", "service"}
-    wanted = ["pyproject.toml", "README.md", "models/base.py", "estimators/sgais.py",
-              "service/cli/__init__.py", "service/static/dashboard.js"]
+    assert set(copied) == {"pyproject.toml", "README.md", "modelcompare", "models", "estimators",
+                           "service"}
+    wanted = ["pyproject.toml", "README.md", "modelcompare/__init__.py", "models/base.py",
+              "estimators/sgais.py", "service/cli/__init__.py", "service/static/dashboard.js"]
     unwanted = [".venv/lib/python3.11/site-packages/torch/__init__.py", ".git/HEAD",
                 "tests/test_readme.py", "benchmarks/results/accuracy.json",
                 ".modelcompare/redis.db", "test-artifacts/dashboard.png",

@@ -32,10 +32,10 @@ from service_server import (
     states,
 )
 
-from service.core.config import Settings
-from service.store.connection import Connection
-from service.store.keys import GROUP, Keys, index_key
-from service.store.queue import STALE
+from modelcompare.service.core.config import Settings
+from modelcompare.service.store.connection import Connection
+from modelcompare.service.store.keys import GROUP, Keys, index_key
+from modelcompare.service.store.queue import STALE
 
 COLUMNS = {"right": [0, 1, 2], "too_few": [0, 1], "wrong_noise": [0, 1, 2]}
 CONFIGS = {"right": {"dim": 3}, "too_few": {"dim": 2}, "wrong_noise": {"dim": 3, "noise_std": 3.0}}

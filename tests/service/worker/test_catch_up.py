@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 import torch
 
-from estimators import BudgetExceeded, Deadline, Progress, Rows
-from service.catch_up import catch_up
-from service.core.config import Settings
-from service.store.history import BlockHistory
-from service.store.queue import Snapshot
+from modelcompare.estimators import BudgetExceeded, Deadline, Progress, Rows
+from modelcompare.service.catch_up import catch_up
+from modelcompare.service.core.config import Settings
+from modelcompare.service.store.history import BlockHistory
+from modelcompare.service.store.queue import Snapshot
 
 
 class SlowRunner:

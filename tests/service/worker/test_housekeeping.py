@@ -9,7 +9,7 @@ import pytest
 from service_helpers import comparison_body
 from service_server import Server, StartServer, create_and_ingest, drain, make_worker
 
-from service.store.keys import GROUP, Keys
+from modelcompare.service.store.keys import GROUP, Keys
 
 
 def consumers(server: Server, keys: Keys) -> set[str]:

@@ -17,10 +17,10 @@ import pytest
 from service_helpers import chunks, comparison_body, regression_data
 from service_server import Server, StartServer
 
-from service.core.config import Settings
-from service.store.keys import Keys
-from service.store.work import WorkFinder
-from service.worker import Worker
+from modelcompare.service.core.config import Settings
+from modelcompare.service.store.keys import Keys
+from modelcompare.service.store.work import WorkFinder
+from modelcompare.service.worker import Worker
 
 
 def _worker(server: Server, name: str, **overrides: object) -> Worker:
@@ -122,7 +122,7 @@ def test_a_missed_message_is_found_by_the_sweep(start_server: StartServer) -> No
 def test_the_lanes_of_a_process_share_one_periodic_sweep(start_server: StartServer) -> None:
     """Lane 0 makes the periodic sweep and offers what it found to the other lanes, whose own
     interval is infinite (they sweep only on connecting)."""
-    from service.worker_process import WorkerProcess
+    from modelcompare.service.worker_process import WorkerProcess
 
     server = start_server("local", embedded_worker=False)
     x, y = regression_data(20, seed=5)

@@ -13,16 +13,16 @@ import pytest
 from service_helpers import comparison_body
 from service_server import StartServer, create_and_ingest, drain, make_worker, states
 
-import service.engine
-from estimators import Deadline, Progress, Rows
-from estimators.deadline import check_deadline
-from service.core.config import Settings
-from service.engine import Runner
-from service.lanes import CostBook, Lane, lane_settings, lanes_of
-from service.metrics import Metrics
-from service.store.keys import Keys
-from service.worker import Worker
-from service.worker_process import WorkerProcess
+import modelcompare.service.engine
+from modelcompare.estimators import Deadline, Progress, Rows
+from modelcompare.estimators.deadline import check_deadline
+from modelcompare.service.core.config import Settings
+from modelcompare.service.engine import Runner
+from modelcompare.service.lanes import CostBook, Lane, lane_settings, lanes_of
+from modelcompare.service.metrics import Metrics
+from modelcompare.service.store.keys import Keys
+from modelcompare.service.worker import Worker
+from modelcompare.service.worker_process import WorkerProcess
 
 SGAIS = {"particles": 16, "steps": 4, "hmc_moves": 1, "leapfrog_steps": 5}
 
@@ -105,7 +105,7 @@ def costly_updates(monkeypatch: pytest.MonkeyPatch) -> threading.Event:
                 check_deadline(deadline, Progress(0, None, 0))
         return real_update(self, state, rows, history, sequence, deadline)
 
-    monkeypatch.setattr(service.engine.Runner, "update", update)
+    monkeypatch.setattr(modelcompare.service.engine.Runner, "update", update)
     return running
 
 

@@ -8,9 +8,9 @@ import time
 import pytest
 from service_server import StartServer
 
-from service.lease import held
-from service.store.keys import Keys
-from service.store.queue import Queue
+from modelcompare.service.lease import held
+from modelcompare.service.store.keys import Keys
+from modelcompare.service.store.queue import Queue
 
 
 @pytest.mark.slow

@@ -22,12 +22,12 @@ from service_server import (
     states,
 )
 
-from estimators import EstimatorError
-from service.engine import Runner
-from service.poison import ChunkFailed
-from service.store.keys import Keys
-from service.store.tasks import Staged, TaskBoard
-from service.store.trace import decode_point
+from modelcompare.estimators import EstimatorError
+from modelcompare.service.engine import Runner
+from modelcompare.service.poison import ChunkFailed
+from modelcompare.service.store.keys import Keys
+from modelcompare.service.store.tasks import Staged, TaskBoard
+from modelcompare.service.store.trace import decode_point
 
 SGAIS = {"particles": 16, "steps": 4, "hmc_moves": 1, "leapfrog_steps": 5}
 ROWS, CHUNK = 160, 20

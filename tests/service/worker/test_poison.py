@@ -19,10 +19,10 @@ import torch
 from service_helpers import assert_error, by_name, exact_log_evidence, wait_for_sequence
 from service_server import Server, StartServer, drain, make_worker
 
-import service.engine
-from estimators import BudgetExceeded, EstimatorError, Progress, Rows
-from service.engine import Runner
-from service.store.keys import Keys
+import modelcompare.service.engine
+from modelcompare.estimators import BudgetExceeded, EstimatorError, Progress, Rows
+from modelcompare.service.engine import Runner
+from modelcompare.service.store.keys import Keys
 
 GOOD = {"x": [[0.1], [0.2]], "y": [0.3, 0.1]}
 LATER = {"x": [[-0.4], [1.5]], "y": [0.2, 1.1]}
@@ -49,7 +49,7 @@ def injected(monkeypatch: pytest.MonkeyPatch) -> None:
             new_state = new_state._replace(log_evidence=torch.tensor(math.nan))
         return new_state, info
 
-    monkeypatch.setattr(service.engine.Runner, "update", update)
+    monkeypatch.setattr(modelcompare.service.engine.Runner, "update", update)
 
 
 def create(client: httpx.Client, method: str = "exact") -> str:
@@ -166,7 +166,7 @@ def test_a_transient_failure_is_retried_not_dead_lettered(
             raise failure
         return real_update(self, *args)
 
-    monkeypatch.setattr(service.engine.Runner, "update", flaky)
+    monkeypatch.setattr(modelcompare.service.engine.Runner, "update", flaky)
     with server.client() as client:
         cid = create(client)
         client.post(f"/v1/comparisons/{cid}/chunks", json=GOOD)
@@ -223,7 +223,7 @@ def failing_model(monkeypatch: pytest.MonkeyPatch) -> None:
             raise BudgetExceeded(Progress(rows=0, temperature=None, steps=0))
         return real_update(self, state, rows, *args)
 
-    monkeypatch.setattr(service.engine.Runner, "update", update)
+    monkeypatch.setattr(modelcompare.service.engine.Runner, "update", update)
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("failing_model")

@@ -10,7 +10,7 @@ import pytest
 from service_helpers import chunks, comparison_body, regression_data, wait_for_sequence
 from service_server import StartServer
 
-from service.reliability import initial, observe, reliable
+from modelcompare.service.reliability import initial, observe, reliable
 
 
 def updated(summary: dict[str, Any], n: int, fraction: float | None,

@@ -13,8 +13,8 @@ import pytest
 from service_helpers import chunks, comparison_body, regression_data
 from service_server import StartServer, make_worker
 
-from service.scheduling import Schedule
-from service.store.keys import Keys
+from modelcompare.service.scheduling import Schedule
+from modelcompare.service.store.keys import Keys
 
 
 @pytest.mark.slow

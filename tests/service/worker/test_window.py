@@ -11,9 +11,9 @@ import torch
 from service_helpers import by_name, chunks, comparison_body, regression_data
 from service_server import StartServer
 
-from estimators import OnlineEvidence, exact_log_evidence
-from models import LinearRegression
-from service.window import MAX_CHECKPOINTS, advance, bayes_factors
+from modelcompare.estimators import OnlineEvidence, exact_log_evidence
+from modelcompare.models import LinearRegression
+from modelcompare.service.window import MAX_CHECKPOINTS, advance, bayes_factors
 
 
 def summary_of(tracker: OnlineEvidence) -> dict[str, Any]:

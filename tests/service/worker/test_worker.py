@@ -16,8 +16,8 @@ from service_server import (
     states,
 )
 
-from service.store.keys import GROUP, Keys
-from service.store.queue import STALE
+from modelcompare.service.store.keys import GROUP, Keys
+from modelcompare.service.store.queue import STALE
 
 SGAIS = {"particles": 16, "steps": 4, "hmc_moves": 1, "leapfrog_steps": 5}  # cheap, still random
 

@@ -1,0 +1,5 @@
+"""``python -m modelcompare`` is the ``modelcompare`` console script."""
+
+from modelcompare.service.cli import main
+
+main()
