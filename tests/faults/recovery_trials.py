@@ -48,7 +48,6 @@ def chunks(count: int, rows: int, seed: int = 0) -> list[dict[str, Any]]:
 REPLAY_IN_CHECKOUT = """
 import base64, json, sys
 sys.path.insert(0, "tests/faults")
-from {packages}service.schemas import ComparisonSpec
 from test_faults_chaos import replay
 given = json.load(sys.stdin)
 states, _ = replay(ComparisonSpec.model_validate_json(given["spec"]),
@@ -65,8 +64,9 @@ def clean_states(root: Path, spec: bytes, blocks: list[bytes]) -> dict[str, byte
     given = json.dumps({"spec": spec.decode(),
                         "blocks": [base64.b64encode(b).decode() for b in blocks]})
     done = subprocess.run(
-        [sys.executable, "-c", REPLAY_IN_CHECKOUT.format(packages=packages(root))], cwd=root,
-        check=True, capture_output=True, text=True, input=given,
+        [sys.executable, "-c",
+         f"from {packages(root)}service.schemas import ComparisonSpec\n{REPLAY_IN_CHECKOUT}"],
+        cwd=root, check=True, capture_output=True, text=True, input=given,
     )
     return {name: base64.b64decode(state) for name, state in json.loads(done.stdout).items()}
 
