@@ -4,9 +4,11 @@ is computed, and keeps serving cheap ones while a general lane is busy."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -114,6 +116,26 @@ def one_model(name: str) -> dict[str, Any]:
             "models": [{"name": name, "family": "linear_regression", "config": {"dim": 3}}]}
 
 
+@contextlib.contextmanager
+def serving(process: WorkerProcess) -> Iterator[None]:
+    """``process`` serving on its lanes while the block runs."""
+    stop = threading.Event()
+    thread = threading.Thread(target=process.run, args=(stop,))
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+
+
+def wait_applied(store: Any, keys: Keys, sequence: int, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while int(store.hget(keys.meta, "sequence")) < sequence:
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
 @pytest.mark.slow
 def test_a_cheap_comparison_is_served_while_a_costly_update_holds_a_lane(
         start_server: StartServer, costly_updates: threading.Event) -> None:
@@ -121,28 +143,15 @@ def test_a_cheap_comparison_is_served_while_a_costly_update_holds_a_lane(
     store, prefix = server.redis(), server.settings.key_prefix
     settings = Settings(key_prefix=prefix, lease_ttl=0.5, poll_interval=0.05, worker_lanes=2,
                         express_lane_seconds=0.5)
-    process = WorkerProcess(server.redis(), settings, consumer="lanes")
-    stop = threading.Event()
-    thread = threading.Thread(target=process.run, args=(stop,))
-    thread.start()
-    try:
-        with server.client() as client:
-            costly = create_and_ingest(client, one_model("costly"), 10, 10)
-            assert costly_updates.wait(30), "the costly update never started"
-            cheap = create_and_ingest(client, one_model("cheap"), 30, 10)
-            deadline = time.monotonic() + 30
-            while int(store.hget(Keys(prefix, cheap).meta, "sequence")) < 3:
-                assert time.monotonic() < deadline, "the cheap comparison was not served"
-                time.sleep(0.02)
-            # served while the general lane still computes the costly update (3 CPU s)
-            assert int(store.hget(Keys(prefix, costly).meta, "sequence")) == 0
-            deadline = time.monotonic() + 60
-            while int(store.hget(Keys(prefix, costly).meta, "sequence")) < 1:
-                assert time.monotonic() < deadline, "the costly comparison did not progress"
-                time.sleep(0.05)
-    finally:
-        stop.set()
-        thread.join()
+    with serving(WorkerProcess(server.redis(), settings, consumer="lanes")), \
+            server.client() as client:
+        costly = create_and_ingest(client, one_model("costly"), 10, 10)
+        assert costly_updates.wait(30), "the costly update never started"
+        cheap = create_and_ingest(client, one_model("cheap"), 30, 10)
+        wait_applied(store, Keys(prefix, cheap), 3, 30, "the cheap comparison was not served")
+        # served while the general lane still computes the costly update (3 CPU s)
+        assert int(store.hget(Keys(prefix, costly).meta, "sequence")) == 0
+        wait_applied(store, Keys(prefix, costly), 1, 60, "the costly comparison did not progress")
     assert store.hgetall(Keys(prefix, costly).attempts) == {}
 
 
@@ -154,18 +163,8 @@ def test_lanes_of_one_process_do_not_help_each_other(start_server: StartServer) 
     store, prefix = server.redis(), server.settings.key_prefix
     metrics = Metrics()
     settings = Settings(key_prefix=prefix, lease_ttl=0.5, poll_interval=0.05, worker_lanes=3)
-    process = WorkerProcess(server.redis(), settings, consumer="siblings", metrics=metrics)
     with server.client() as client:
         cid = create_and_ingest(client, comparison_body("sgais", seed=4, **SGAIS), 120, 20)
-    stop = threading.Event()
-    thread = threading.Thread(target=process.run, args=(stop,))
-    thread.start()
-    try:
-        deadline = time.monotonic() + 60
-        while int(store.hget(Keys(prefix, cid).meta, "sequence")) < 6:
-            assert time.monotonic() < deadline, "the chunks were not applied"
-            time.sleep(0.05)
-    finally:
-        stop.set()
-        thread.join()
+    with serving(WorkerProcess(server.redis(), settings, consumer="siblings", metrics=metrics)):
+        wait_applied(store, Keys(prefix, cid), 6, 60, "the chunks were not applied")
     assert metrics.registry.get_sample_value("modelcompare_model_updates_helped_total") == 0
