@@ -33,8 +33,8 @@ import websockets
 from _common import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
-# The root first: benchmarks/service.py would shadow the service package; the process
-# harness is shared with the fault tests.
+# The root (a checkout run without an install finds its code there) and the process harness
+# shared with the fault tests.
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "faults")]
 from fault_processes import Child, Deployment  # noqa: E402
 

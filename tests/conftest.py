@@ -49,7 +49,7 @@ def benchmark_module() -> Callable[[str], ModuleType]:
     """Imports a script of benchmarks/ by name (e.g. ``"calibration"``)."""
 
     def load(name: str) -> ModuleType:
-        # appended, not prepended: benchmarks/service.py must not shadow the service package
+        # appended, not prepended: a script's name must not shadow a module the tests import
         sys.path.append(str(BENCHMARKS))
         try:
             return importlib.import_module(name)
