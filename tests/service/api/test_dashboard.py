@@ -14,9 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, ConsoleMessage, Page, WebSocketRoute
 from service_helpers import chunks, comparison_body, exact_log_evidence, regression_data
-from service_server import RunningServer, Server, StartServer
-
-from modelcompare.service.core.config import Settings
+from service_server import Server, StartServer
 
 pytestmark = pytest.mark.e2e
 
@@ -33,15 +31,6 @@ FIVE_MODELS = [
     {"name": "wrong_noise", "family": "linear_regression", "config": {"dim": 3, "noise_std": 2.0}},
     {"name": "intercept_only", "family": "linear_regression", "config": {"dim": 0}},
 ]
-
-
-@pytest.fixture(scope="module")
-def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server on an embedded Redis for the whole module (starting one takes seconds)."""
-    running = RunningServer(Settings(redis_url=None, poll_interval=0.1, wait_timeout=180.0,
-                                     data_dir=tmp_path_factory.mktemp("embedded")))
-    yield running.handle
-    running.stop()
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,6 @@ from rich.console import Console
 from service_helpers import by_name, chunks, comparison_body, exact_log_evidence, regression_data
 from service_server import (
     LOCAL_REDIS,
-    RunningServer,
     Server,
     StartServer,
     create_and_ingest,
@@ -42,7 +40,6 @@ from service_server import (
 from modelcompare.service.cli import main
 from modelcompare.service.cli.tables import evidence_table
 from modelcompare.service.client import Client, ModelCompareError
-from modelcompare.service.core.config import Settings
 from modelcompare.service.embedded import DataFolderInUse, EmbeddedRedis
 from modelcompare.service.store.keys import GROUP, Keys
 
@@ -170,15 +167,6 @@ def test_demo_finishes_with_a_true_input_model_as_winner(tmp_path: Path) -> None
     winner = result.stdout.split("Winner: ")[1].split()[0]
     assert winner in ("right_inputs", "extra_useless_input"), result.stdout
     assert "its winner is right_inputs" in result.stdout
-
-
-@pytest.fixture(scope="module")
-def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server on an embedded Redis for the client commands (starting one takes seconds)."""
-    running = RunningServer(Settings(redis_url=None, poll_interval=0.1, wait_timeout=180.0,
-                                     data_dir=tmp_path_factory.mktemp("embedded")))
-    yield running.handle
-    running.stop()
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

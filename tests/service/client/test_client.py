@@ -8,13 +8,12 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 from service_helpers import by_name, comparison_body, exact_log_evidence, regression_data
-from service_server import RunningServer, Server, StartServer
+from service_server import Server, StartServer
 from starlette.routing import BaseRoute, WebSocketRoute
 
 from modelcompare.service.api.main import create_app
@@ -57,15 +56,6 @@ def test_the_client_has_one_method_per_route() -> None:
     for name, route in ENDPOINTS.items():
         assert callable(getattr(AsyncClient, name))
         assert route.method == "WS" or callable(getattr(Client, name))
-
-
-@pytest.fixture(scope="module")
-def embedded_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One server on an embedded Redis for the whole module (starting one takes seconds)."""
-    running = RunningServer(Settings(redis_url=None, poll_interval=0.1, wait_timeout=180.0,
-                                     data_dir=tmp_path_factory.mktemp("embedded")))
-    yield running.handle
-    running.stop()
 
 
 def test_every_route_through_the_sync_client(embedded_server: Server) -> None:
