@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from modelcompare.estimators.errors import EstimatorConfigError
 from modelcompare.estimators.moves.hmc import HMCParams
+from modelcompare.models.config import unknown_key
 
 
 class Settings(BaseModel):
@@ -38,10 +39,8 @@ class Settings(BaseModel):
         if isinstance(data, Mapping):
             unknown = sorted(set(data) - set(cls.model_fields))
             if unknown:
-                raise ValueError(
-                    f"unknown setting(s) {', '.join(map(str, unknown))}; known: "
-                    f"{', '.join(sorted(cls.model_fields))}"
-                )
+                known = sorted(cls.model_fields)
+                raise ValueError("; ".join(unknown_key(str(key), known) for key in unknown))
         return data
 
     @field_validator("device")

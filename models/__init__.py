@@ -1,5 +1,7 @@
 """Probabilistic models compared by modelcompare: pure torch functions, no I/O."""
 
+from typing import Any
+
 from modelcompare.models.base import (
     ConjugateModel,
     Model,
@@ -14,37 +16,25 @@ from modelcompare.models.linear_regression import LinearRegression
 from modelcompare.models.linear_regression_unknown_noise import LinearRegressionUnknownNoise
 from modelcompare.models.logistic_regression import LogisticRegression
 from modelcompare.models.poisson_regression import PoissonRegression
+from modelcompare.models.registry import Family, FamilyUnavailable, build_model, families
+from modelcompare.models.target import Target
 from modelcompare.models.weighting import WeightedRows
 
-FAMILIES: dict[str, type[Model]] = {
-    cls.family: cls
-    for cls in (
-        LinearRegression,
-        LinearRegressionUnknownNoise,
-        LogisticRegression,
-        PoissonRegression,
-        GaussianMixture,
-        BetaBernoulli,
-        GammaPoisson,
-    )
-}
 
-
-def build_model(family: str, **config: object) -> Model:
-    """Construct a model by family name; raises ``ModelConfigError`` on unknown family or config."""
-    try:
-        cls = FAMILIES[family]
-    except KeyError:
-        raise ModelConfigError(
-            f"unknown model family {family!r}; known: {', '.join(sorted(FAMILIES))}"
-        ) from None
-    return cls(**cls.Config.checked(**config).model_dump())
+def __getattr__(name: str) -> Any:
+    # FAMILIES (family name → Model class) on first use: loading the plugins imports their
+    # modules, which import this package (registry.py).
+    if name == "FAMILIES":
+        return {family.name: family.model for family in families().known.values()}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "FAMILIES",
     "BetaBernoulli",
     "ConjugateModel",
+    "Family",
+    "FamilyUnavailable",
     "GammaPoisson",
     "GaussianMixture",
     "LinearRegression",
@@ -54,7 +44,9 @@ __all__ = [
     "ModelConfigError",
     "PoissonRegression",
     "Prediction",
+    "Target",
     "WeightedRows",
     "WeightedSum",
     "build_model",
+    "families",
 ]

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 import torch
 from torch import Tensor
 
+from modelcompare.models.target import REAL, Target
 from modelcompare.models.weighting import WeightedRows
 
 if TYPE_CHECKING:
@@ -110,6 +111,14 @@ class Model(ABC):
                 )
         if self.has_target and y is None:
             raise ValueError(f"{self.family} needs y")
+        target = self.target()
+        if target is not None and y is not None and bool(target.refused(y).any()):
+            raise ValueError(f"{self.family} needs {target.requirement()}")
+
+    def target(self) -> Target | None:
+        """The values y may take (``validate_data`` refuses others; the service publishes it so
+        that clients check rows without this code); None when the model has no target."""
+        return REAL if self.has_target else None
 
     def grad_log_likelihood(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0

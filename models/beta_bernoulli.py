@@ -14,6 +14,7 @@ from torch import Tensor
 from modelcompare.models.base import ConjugateModel, Model, Prediction
 from modelcompare.models.config import FamilyConfig, scale
 from modelcompare.models.gamma_poisson import sample_log_gamma
+from modelcompare.models.target import Target, labels
 from modelcompare.models.weighting import normalized_weights
 
 
@@ -47,8 +48,9 @@ class BetaBernoulli(Model, ConjugateModel):
         assert y is not None
         if y.ndim != 1:
             raise ValueError(f"{self.family} needs y of shape (R,), got shape {tuple(y.shape)}")
-        if not bool(((y == 0) | (y == 1)).all()):
-            raise ValueError(f"{self.family} needs y in {{0, 1}}")
+
+    def target(self) -> Target:
+        return labels(2)
 
     def log_prior(self, theta: Tensor) -> Tensor:
         # Beta density at p = σ(θ) times the Jacobian dp/dθ = p(1 − p).

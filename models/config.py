@@ -10,9 +10,12 @@ adds its own limits on parameters × particles (service/schemas.py).
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Sequence
 from typing import Annotated, Any, Self
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic_core import ErrorDetails
 
 from modelcompare.models.base import ModelConfigError
 
@@ -50,10 +53,23 @@ class FamilyConfig(BaseModel):
         try:
             return cls(**values)
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()
-            )
+            problems = "; ".join(cls._problem(e) for e in exc.errors())
             raise ModelConfigError(f"{cls.__name__}: {problems}") from None
+
+    @classmethod
+    def _problem(cls, error: ErrorDetails) -> str:
+        if error["type"] == "extra_forbidden":
+            return unknown_key(str(error["loc"][-1]), list(cls.model_fields))
+        return f"{'.'.join(map(str, error['loc']))}: {error['msg']}"
+
+
+def unknown_key(key: str, valid: Sequence[str]) -> str:
+    """The message for a key that a record (of ``valid`` fields) does not have, e.g. ``unknown key
+    'noise_sd' (did you mean 'noise_std'? valid keys: dim, noise_std, prior_std)``; the API's
+    422 says the same (service/api/errors.py)."""
+    close = difflib.get_close_matches(key, valid, n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return f"unknown key {key!r} ({guess}valid keys: {', '.join(valid)})"
 
 
 def input_dim(minimum: int = 1) -> Any:

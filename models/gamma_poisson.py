@@ -14,6 +14,7 @@ from torch import Tensor
 
 from modelcompare.models.base import ConjugateModel, Model, Prediction
 from modelcompare.models.config import FamilyConfig, scale
+from modelcompare.models.target import COUNT, Target
 from modelcompare.models.weighting import normalized_weights, weighted_mean_and_variance
 
 
@@ -34,16 +35,6 @@ def sample_log_gamma(
 def log_gamma_moments(shape: Tensor, log_rate: Tensor) -> tuple[Tensor, Tensor]:
     """Mean and variance of log λ for λ ~ Gamma(shape, rate): ψ(a) − log b and ψ'(a)."""
     return torch.digamma(shape) - log_rate, torch.special.polygamma(1, shape)
-
-
-def require_counts(family: str, y: Tensor | None) -> Tensor:
-    if y is None:
-        raise ValueError(f"{family} needs y")
-    if y.ndim != 1:
-        raise ValueError(f"{family} needs y of shape (R,), got shape {tuple(y.shape)}")
-    if not bool(torch.isfinite(y).all()) or bool((y < 0).any()) or bool((y != y.round()).any()):
-        raise ValueError(f"{family} needs y to be non-negative integers")
-    return y
 
 
 class GammaPoissonConfig(FamilyConfig):
@@ -68,7 +59,12 @@ class GammaPoisson(Model, ConjugateModel):
 
     def validate_data(self, x: Tensor | None, y: Tensor | None) -> None:
         super().validate_data(x, y)
-        require_counts(self.family, y)
+        assert y is not None
+        if y.ndim != 1:
+            raise ValueError(f"{self.family} needs y of shape (R,), got shape {tuple(y.shape)}")
+
+    def target(self) -> Target:
+        return COUNT
 
     def log_prior(self, theta: Tensor) -> Tensor:
         # Gamma density at λ = e^θ times the Jacobian dλ/dθ = λ.

@@ -19,6 +19,7 @@ from torch import Tensor
 from modelcompare.models.base import Model, Prediction
 from modelcompare.models.config import MAX_CLASSES, FamilyConfig, Integer, input_dim
 from modelcompare.models.gaussian_linear import design, regression_inputs
+from modelcompare.models.target import Target, labels
 from modelcompare.models.weighting import (
     WeightedRows,
     joined_rows,
@@ -54,9 +55,9 @@ class LogisticRegression(Model):
             raise ValueError(
                 f"{self.family} needs y of shape ({rows},), got shape {tuple(y.shape)}"
             )
-        ok = torch.isfinite(y) & (y == y.round()) & (y >= 0) & (y < self.classes)
-        if not bool(ok.all()):
-            raise ValueError(f"{self.family} needs integer labels in [0, {self.classes})")
+
+    def target(self) -> Target:
+        return labels(self.classes)
 
     def _logits(self, theta: Tensor, phi: Tensor) -> Tensor:
         """(M, D), (R, dim + 1) -> (M, K, R), one GEMM over all particles and classes."""

@@ -16,8 +16,8 @@ from torch import Tensor
 
 from modelcompare.models.base import Model, Prediction
 from modelcompare.models.config import FamilyConfig, Integer, input_dim, scale
-from modelcompare.models.gamma_poisson import require_counts
 from modelcompare.models.gaussian_linear import design
+from modelcompare.models.target import COUNT, Target
 from modelcompare.models.weighting import normalized_weights, weighted_mean_and_variance
 
 
@@ -42,12 +42,14 @@ class PoissonRegression(Model):
 
     def validate_data(self, x: Tensor | None, y: Tensor | None) -> None:
         super().validate_data(x, y)
-        assert x is not None
-        counts = require_counts(self.family, y)
-        if counts.shape != (x.shape[0],):
+        assert x is not None and y is not None
+        if y.shape != (x.shape[0],):
             raise ValueError(
-                f"{self.family} needs y of shape ({x.shape[0]},), got shape {tuple(counts.shape)}"
+                f"{self.family} needs y of shape ({x.shape[0]},), got shape {tuple(y.shape)}"
             )
+
+    def target(self) -> Target:
+        return COUNT
 
     def _log_rate(self, theta: Tensor, x: Tensor) -> Tensor:
         """η = Φθ per particle and row: (M, R)."""

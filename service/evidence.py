@@ -92,7 +92,8 @@ def status_fields(
     status_reason: str | None, skipped_chunks: int, halted_at: int | None
 ) -> dict[str, Any]:
     """``degraded`` while halted on a dead-lettered chunk or once one was skipped (its rows are
-    missing from the evidence), with the reason; else ``ok``."""
+    missing from the evidence), with the reason; else ``ok`` (which readers see as ``waiting``
+    while no worker that looked could serve it: service/store/waiting.py)."""
     return {
         "status": "degraded" if status_reason else "ok",
         "status_reason": status_reason,

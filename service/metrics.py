@@ -38,6 +38,17 @@ class Metrics:
             "on every attempt at a chunk (docs/guide/reliability.md), or a catch-up replay did",
             registry=self.registry,
         )
+        self.left_alone = Counter(
+            "modelcompare_comparisons_left_alone",
+            "Passes in which a worker left a comparison alone, by the family of the model it "
+            "cannot build (the family's plugin is not installed here, or its version cannot "
+            "continue the comparison): one per comparison every failure_backoff_max s while "
+            "it has chunks queued. Alert when it keeps rising: unless another worker has the "
+            "plugin, the comparison's chunks wait (status 'waiting'); install the plugin on "
+            "the workers",
+            ["family"],
+            registry=self.registry,
+        )
         self.update_seconds = Histogram(
             "modelcompare_update_seconds",
             "Time to apply one chunk to every model, commit included",

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from modelcompare.estimators import BudgetExceeded, CutOff, Deadline, Rows, state_to_bytes
@@ -25,6 +26,7 @@ from modelcompare.service.schemas import ComparisonSpec
 from modelcompare.service.store.codec import decode_block
 from modelcompare.service.store.history import HistoryCache
 from modelcompare.service.store.tasks import Staged, TaskBoard
+from modelcompare.service.unavailable import unbuildable
 
 
 def update_model(runner: Runner, state: Any, rows: Rows, prefix: Any, sequence: int,
@@ -62,8 +64,9 @@ class HeldTask:
 
 class ModelTasks:
     def __init__(self, board: TaskBoard, cache: HistoryCache, ttl: float, shared: bool,
-                 budget: float) -> None:
+                 budget: float, spec_of: Callable[[str], ComparisonSpec | None]) -> None:
         self.board = board
+        self.spec_of = spec_of  # a comparison's stored spec (None once deleted)
         self.cache = cache
         self.ttl = ttl
         self.shared = shared  # False: a coordinator computes every model itself
@@ -131,22 +134,26 @@ class ModelTasks:
             self.board.wait(cid, self.ttl / 3)
 
     def help(self, cid: str, stopping: threading.Event) -> int:
-        """Compute open model tasks of a comparison another worker coordinates; how many."""
+        """Compute open model tasks of a comparison another worker coordinates; how many. The
+        models this process cannot build (service/unavailable.py) are passed over, unclaimed:
+        nothing counts against them."""
         if not self.shared:
             return 0
         opened = self.board.opened(cid)
-        if opened is None:
+        spec = None if opened is None else self.spec_of(cid)
+        if opened is None or spec is None:
             return 0
         sequence, block = opened
         held = HeldTask(self.board, cid, self.ttl)
         with kept(held.renew, self.ttl, f"tasks-{cid}"):
-            return self._help_chunk(cid, sequence, decode_block(block), stopping, held)
+            return self._help_chunk(cid, sequence, decode_block(block), stopping, held,
+                                    unbuildable(spec))
 
     def _help_chunk(self, cid: str, sequence: int, rows: Rows, stopping: threading.Event,
-                    held: HeldTask) -> int:
+                    held: HeldTask, passed: list[str]) -> int:
         done = 0
         while not stopping.is_set():
-            name = self.board.claim(cid, sequence, self.ttl)
+            name = self.board.claim(cid, sequence, self.ttl, kept=passed)
             if name is None:
                 return done
             held.current = (sequence, name)

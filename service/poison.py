@@ -58,8 +58,10 @@ class Poison:
         attempts = self.queue.record_failure(cid, entry.sequence)
         limit = self.settings.poison_max_attempts
         if attempts < limit:
-            log.warning("comparison %s: chunk %d failed (attempt %d of %d): %s", cid,
-                        entry.sequence, attempts, limit, failure.message)
+            # INFO: a retry may well succeed (a budget overrun on a busy machine); if none does,
+            # the outcome is logged at ERROR below (the worker logs the failed models).
+            log.info("comparison %s: chunk %d failed (attempt %d of %d): %s", cid,
+                     entry.sequence, attempts, limit, failure.message)
             return None
         if self.settings.poison_scope == "model" and failure.models:
             isolated = self._isolate(cid, snap, entry, failure.models)

@@ -4,6 +4,7 @@ Each pass starts after the comparison served last, so no comparison waits behind
 backlog for more than one batch, and a comparison whose step fails is left out for a while that
 doubles with each consecutive failure (``poll_interval`` up to ``failure_backoff_max``): it
 never holds a worker in a retry loop, while its attempts are counted in Redis (see worker.py).
+One the worker cannot serve (service/unavailable.py) is deferred without a failure counted.
 """
 
 from __future__ import annotations
@@ -35,6 +36,11 @@ class Schedule:
     def succeeded(self, cid: str) -> None:
         self.failures.pop(cid, None)
         self.not_before.pop(cid, None)
+
+    def defer(self, cid: str, delay: float) -> None:
+        """Leave ``cid`` out for ``delay`` seconds, counting no failure (a comparison this
+        worker cannot serve: service/unavailable.py)."""
+        self.not_before[cid] = time.monotonic() + delay
 
     def failed(self, cid: str) -> float:
         """Back off ``cid``; returns the delay before it is served again."""

@@ -21,7 +21,7 @@ from pydantic import (
 )
 
 from modelcompare.estimators import METHODS, EstimatorConfigError, Settings, build
-from modelcompare.models import FAMILIES, Model, build_model
+from modelcompare.models import FAMILIES, FamilyUnavailable, Model, build_model, families
 from modelcompare.models.config import FamilyConfig, Integer, integral
 from modelcompare.service.limits import Limits, check_size, state_bytes
 
@@ -112,12 +112,17 @@ class BaseModelIn(BaseModel):
             raise ValueError(
                 f"model {self.name!r} reads {model.input_dim} columns of x, got columns {columns}"
             )
+        family = families().get(self.family)
+        target = model.target()
         return ModelSpec(
             name=self.name,
             family=self.family,
+            package=family.package,
+            version=family.version,
             config=model.config(),
             columns=columns,
             prior_weight=prior_weight,
+            target=None if target is None else target.public(),
         )
 
 
@@ -183,15 +188,43 @@ class ComparisonIn(BaseModel):
 
 
 class ModelSpec(BaseModel):
-    """A model as stored: the full config, the columns it reads, its unnormalised prior weight."""
+    """A model as stored: its family with the package and version that provided it, the full
+    config, the columns it reads, its unnormalised prior weight and the values its y may take
+    (``Target.public``; None without a target). Records made before packages were recorded
+    have None there, and the target only when the family has none."""
 
     name: str
     family: str
+    package: str | None = None
+    version: str | None = None
     config: dict[str, Any]
     columns: list[int]
     prior_weight: float
+    target: dict[str, Any] | None = None
+
+    def unavailable(self) -> str | None:
+        """Why this process cannot build the model (a missing family, or a version that cannot
+        continue it: ``Family.refuses``), or None."""
+        known = families().known.get(self.family)
+        if known is None:
+            return f"model {self.name!r}: family {self.family!r} ({self.package or 'a plugin'}) " \
+                   "is not installed here"
+        why = known.refuses(self.package, self.version)
+        return None if why is None else f"model {self.name!r}: {why}"
+
+    def stored_target(self) -> dict[str, Any] | None:
+        """``target``; for a record made before targets were stored (a built-in family), the
+        built model's (None when this process cannot build it)."""
+        if self.target is not None or self.package is not None or self.unavailable():
+            return self.target
+        built = self.build().target()
+        return None if built is None else built.public()
 
     def build(self) -> Model:
+        """The model; ``FamilyUnavailable`` when ``unavailable`` says why not."""
+        why = self.unavailable()
+        if why is not None:
+            raise FamilyUnavailable(why)
         return build_model(self.family, **self.config)
 
 
@@ -207,6 +240,11 @@ class ComparisonSpec(BaseModel):
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)
+
+    def unavailable(self) -> str | None:
+        """Why this process cannot continue the comparison (``ModelSpec.unavailable`` of its
+        first such model), or None."""
+        return next(filter(None, (m.unavailable() for m in self.models)), None)
 
     def check_model(self, spec: ModelSpec) -> int:
         """``ValueError`` unless ``spec`` can read this comparison's rows with its estimator;

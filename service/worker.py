@@ -6,7 +6,9 @@ comparison's chunks, in order), claims entries a dead worker left pending (XAUTO
 computes every model's new state and commits with one compare-and-set script on the
 comparison's version: a stale or redelivered write is a no-op. A chunk whose update fails is
 retried, then its failing models leave or it is dead-lettered (poison.py); either way the
-comparison reports itself degraded, never silently.
+comparison reports itself degraded, never silently. A comparison with a model this process
+cannot build (its family's plugin missing here) is left alone for a worker that can
+(unavailable.py).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from modelcompare.service.store.history import HistoryCache
 from modelcompare.service.store.queue import GONE, STALE, Commit, DeadLetter, Entry, Queue, Snapshot
 from modelcompare.service.store.tasks import TaskBoard
 from modelcompare.service.store.work import WorkFinder
+from modelcompare.service.unavailable import LeftAlone
 from modelcompare.service.window import advance
 
 log = logging.getLogger("modelcompare.worker")
@@ -64,8 +67,10 @@ class Worker:
         self.metrics = metrics
         self.tasks = ModelTasks(TaskBoard(client, settings.key_prefix, self.queue.consumer),
                                 self.cache, settings.lease_ttl, settings.parallel_models,
-                                settings.update_budget)
+                                settings.update_budget, self.queue.spec)
         self.schedule = Schedule(settings.poll_interval, settings.failure_backoff_max)
+        self.left_alone = LeftAlone(self.queue, self.schedule, settings.failure_backoff_max,
+                                    metrics)
         self.stopping = threading.Event()  # run's stop: the current update ends the lease
         self._block_bytes: dict[str, int] = {}  # the last chunk's block size per comparison
         self.poison = Poison(self.queue, settings, self._compute_counted)
@@ -137,8 +142,9 @@ class Worker:
         if snap is None:
             self.cache.forget(cid)
             self.lane.book.forget(cid)
+            self.left_alone.forget(cid)
             return 0
-        if snap.halted:
+        if snap.halted or self.left_alone.check(cid, snap):
             return 0
         batch = self.settings.batch_chunks
         # chunks read ahead: about READ_AHEAD_BYTES of them, as large as this comparison's are
@@ -181,8 +187,8 @@ class Worker:
                 if entry is not None:
                     pending.appendleft(entry)
                 fresh = self.queue.snapshot(cid)
-                if fresh is None or fresh.halted:
-                    return commits
+                if fresh is None or fresh.halted or self.left_alone.check(cid, fresh):
+                    return commits  # e.g. a model was added that this worker cannot build
                 snap = fresh
                 continue
             commits += 1

@@ -120,11 +120,17 @@ SNIPPETS = [(page, index, code) for page in sorted(pages() - SERVER_PAGES)
             for index, code in enumerate(_fenced(page, "python"))]
 
 
+# guide/writing-models.md imports the example plugin, which its reader installs first
+# (pip install ./examples/modelcompare-example-models): its sources on the path stand in.
+PLUGIN_SOURCES = ROOT / "examples" / "modelcompare-example-models" / "src"
+
+
 @pytest.mark.parametrize(("page", "index", "code"), SNIPPETS,
                          ids=[f"{page}:{index}" for page, index, _ in SNIPPETS])
 @pytest.mark.slow
-def test_python_snippets_run(page: str, index: int, code: str,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+def test_python_snippets_run(page: str, index: int, code: str, capsys: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(PLUGIN_SOURCES))
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny tensors: see tests/conftest.py
     try:

@@ -16,7 +16,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from modelcompare.estimators import Rows
 from modelcompare.service.api.chunk_text import parse_plain_chunk
-from modelcompare.service.api.errors import ApiError, error_response
+from modelcompare.service.api.errors import ApiError, error_response, require_families
 from modelcompare.service.api.inflight import RESERVATION
 from modelcompare.service.core.config import JSON_BODY_COST
 from modelcompare.service.schemas import MAX_ABS_VALUE, ComparisonSpec
@@ -124,7 +124,9 @@ def _checked(array: np.ndarray, name: str) -> np.ndarray:
 
 
 def parse_chunk(body: bytes, spec: ComparisonSpec, max_rows: int) -> tuple[bytes, int]:
-    """The chunk's binary block and row count, or the 4xx ``ApiError`` that explains it."""
+    """The chunk's binary block and row count, or the 4xx ``ApiError`` that explains it (503
+    when this server lacks a family of the comparison: ``require_families``)."""
+    require_families(spec)
     # Every row of x opens a bracket: a body with far more than ``max_rows`` of them is refused
     # before it is parsed (json.loads would build a Python list per row); up to 10,000 lists
     # cost nothing, so a small ``max_rows`` still gets the precise answers below.

@@ -21,6 +21,7 @@ from modelcompare.service.api.routes import (
     dead_letters,
     docs,
     expectation,
+    families,
     health,
     stream,
 )
@@ -96,7 +97,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
         )
     # Every router gets the API-key check (deps.authorize); it leaves public paths alone.
-    for module in (comparisons, data, stream, health, dead_letters, dashboard, docs, expectation):
+    for module in (comparisons, families, data, stream, health, dead_letters, dashboard, docs,
+                   expectation):
         app.include_router(module.router, dependencies=[Depends(authorize)])
     openapi.install(app, api_keys=app.state.keyring is not None)
     return app

@@ -13,9 +13,27 @@ class Body(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
+class Target(Body):
+    kind: Literal["real", "count", "label"] = Field(
+        description="real: any finite number; count: a non-negative integer; label: an "
+        "integer class label in [0, classes)")
+    classes: int | None = Field(description="labels only: how many classes")
+
+
+STATUS = ("ok; degraded: halted on a dead-lettered chunk, or chunks were skipped (wins over "
+          "waiting); waiting: chunks are queued and the worker that last looked cannot build a "
+          "model (its family's plugin is not installed there, or its version cannot continue "
+          "the comparison), so they wait for one that can; status_reason says which")
+
+
 class ModelOut(Body):
     name: str
     family: str
+    package: str | None = Field(description="the package that provided the family when the "
+                                "model was added (null: recorded before packages were)")
+    version: str | None = Field(description="that package's version; a worker continues the "
+                                "model with the same major version, not older")
+    target: Target | None = Field(description="the values y may take; null: no target")
     config: dict[str, Any] = Field(description="the family's settings, defaults filled in")
     columns: list[int] = Field(description="the columns of x the model reads")
     prior_probability: float
@@ -33,8 +51,22 @@ class ComparisonOut(Body):
     version: int
     sequence: int = Field(description="chunks applied")
     ingested: int = Field(description="chunks accepted")
-    status: Literal["ok", "degraded"]
+    status: Literal["ok", "degraded", "waiting"] = Field(description=STATUS)
     status_reason: str | None
+
+
+class FamilyOut(Body):
+    family: str
+    package: str = Field(description="the installed package (distribution) that provides it")
+    version: str
+    description: str
+    config_schema: dict[str, Any] = Field(description="JSON schema of the model's ``config``")
+
+
+class FamilyList(Body):
+    families: list[FamilyOut] = Field(description="by name")
+    unavailable: dict[str, str] = Field(
+        description="plugin families that failed to load here, with why")
 
 
 class ComparisonList(Body):
@@ -105,7 +137,7 @@ class Evidence(Body):
     models: list[ModelEvidence]
     last_error: dict[str, Any] | None
     compute_seconds: float | None = Field(description="estimator time of the last step")
-    status: Literal["ok", "degraded"]
+    status: Literal["ok", "degraded", "waiting"] = Field(description=STATUS)
     status_reason: str | None
     skipped_chunks: int
     halted_at: int | None = Field(description="sequence of the dead-lettered chunk halting it")

@@ -18,31 +18,6 @@ from modelcompare.service.cli.files import existing, read_data
 BAD_ARGUMENT = 2
 
 
-def declare(commands_: Any, parents: list[argparse.ArgumentParser]) -> None:
-    """The subcommand, on the root parser's subparsers."""
-    check = commands_.add_parser(
-        "check-model", parents=parents,
-        help="check a model class of your own against the model contract",
-        description="Build MODULE:CLASS from --config and check it before comparing or "
-        "deploying it: construction and config round trip, shapes and dtypes, prior draws "
-        "against log_prior, gradients against finite differences, predict, state save and "
-        "load, and SG-AIS's log Z against the closed form or a reference. One line per check; "
-        "exit status 1 if any failed. MODULE is imported from the current folder or the "
-        "Python path. See docs/guide/writing-models.md.")
-    check.add_argument("target", metavar="MODULE:CLASS",
-                       help="the model class, e.g. examples.student_t_model:StudentTRegression")
-    check.add_argument("--config", default="{}", metavar="JSON",
-                       help="the constructor's keyword arguments as a JSON object (default {})")
-    check.add_argument("--data", metavar="FILE", help="check on the first 64 rows of this .csv "
-                       "or .parquet file instead of rows drawn from the model")
-    check.add_argument("--x-cols", nargs="+", default=[], metavar="COL",
-                       help="the file's input columns, in the order the model reads them")
-    check.add_argument("--y-col", metavar="COL", help="the file's target column")
-    check.add_argument("--seed", type=int, default=0,
-                       help="seed of every draw the checks make (default 0)")
-    check.set_defaults(run=run)
-
-
 def run(args: argparse.Namespace) -> None:
     model_class = load_class(args.target)
     config = parse_config(args.config)
@@ -75,7 +50,8 @@ def load_class(target: str) -> type:
     folder first on the path)."""
     module_name, colon, class_name = target.partition(":")
     if not colon or not module_name or not class_name:
-        refuse(f"{target!r} is not MODULE:CLASS (e.g. examples.student_t_model:StudentTRegression)")
+        refuse(f"{target!r} is not MODULE:CLASS "
+               "(e.g. modelcompare_example_models:StudentTRegression)")
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:

@@ -15,6 +15,7 @@ import numpy as np
 
 from modelcompare.service.cli.errors import CliError
 from modelcompare.service.cli.files import existing, read_data
+from modelcompare.service.cli.parser import LIST_PAGE
 from modelcompare.service.cli.tables import comparison_lines, evidence_table
 from modelcompare.service.client import PREDICTION_FIELDS, AsyncClient, Client
 
@@ -70,7 +71,15 @@ def _note(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-LIST_PAGE = 100  # comparisons `modelcompare list` asks for per request
+def families(args: argparse.Namespace) -> None:
+    """The server's families, one line each; plugins it could not load on stderr."""
+    with Client(args.url, args.api_key) as api:
+        listed = api.families()
+    for family in listed["families"]:
+        print(f"{family['family']}  {family['package']} {family['version']}  "
+              f"{family['description']}")
+    for name, why in listed["unavailable"].items():
+        _note(f"{name}: unavailable: {why}")
 
 
 def list_comparisons(args: argparse.Namespace) -> None:

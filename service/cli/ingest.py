@@ -19,16 +19,13 @@ from typing import Any, NamedTuple
 import numpy as np
 import torch
 
-from modelcompare.estimators import Rows
+from modelcompare.models.target import Target
 from modelcompare.service.cli.errors import CliError
 from modelcompare.service.cli.files import FileData, existing, read_data
 from modelcompare.service.cli.tables import evidence_table
 from modelcompare.service.client import Client, ModelCompareError
 from modelcompare.service.schemas import ComparisonSpec, ModelSpec
-from modelcompare.service.validation import first_refusal
-
-# Families whose target is a class label: the only ones text labels may be numbered for.
-LABEL_FAMILIES = ("logistic_regression", "beta_bernoulli")
+from modelcompare.service.validation import Refusal
 
 
 class ChunkKeys:
@@ -55,9 +52,11 @@ class ChunkKeys:
 
 
 def comparison_spec(described: dict[str, Any]) -> ComparisonSpec:
-    """The stored spec, from ``GET /v1/comparisons/{id}``."""
-    models = [ModelSpec(name=m["name"], family=m["family"], config=m["config"],
-                        columns=m["columns"], prior_weight=m["prior_probability"])
+    """The stored spec, from ``GET /v1/comparisons/{id}`` (no model is built from it: the
+    family may not be installed here)."""
+    models = [ModelSpec(name=m["name"], family=m["family"], package=m.get("package"),
+                        version=m.get("version"), config=m["config"], columns=m["columns"],
+                        prior_weight=m["prior_probability"], target=m.get("target"))
               for m in described["models"]]
     fields = ("id", "name", "seed", "created_at", "x_dim", "has_y", "estimator")
     return ComparisonSpec(**{k: described[k] for k in fields}, models=models)
@@ -66,7 +65,9 @@ def comparison_spec(described: dict[str, Any]) -> ComparisonSpec:
 def check_file(spec: ComparisonSpec, data: FileData, name: str, x_cols: list[str],
                y_col: str | None) -> None:
     """What the server would refuse, found before anything is sent: widths, target, labels,
-    and every model's support, naming the first data row a model refuses."""
+    and the values each model's y may take as the server describes them (``Target``), naming
+    the first data row a model refuses. A plugin family's own further rules are the server's to
+    apply: such a refusal stops the send at that chunk."""
     reads = "; ".join(f"{m.name} reads columns {m.columns}" for m in spec.models if m.columns)
     if spec.x_dim != len(x_cols):
         wanted = "no --x-cols (no model reads x)" if not spec.x_dim else \
@@ -79,23 +80,36 @@ def check_file(spec: ComparisonSpec, data: FileData, name: str, x_cols: list[str
                        f"no model of comparison {spec.name!r} has a target: leave out --y-col")
     if data.labels is not None:
         numeric = [f"{m.name} ({m.family})" for m in spec.models
-                   if m.family not in LABEL_FAMILIES and m.build().has_target]
+                   if m.target is not None and m.target["kind"] != "label"]
         if numeric:
             raise CliError(f"column {y_col!r} of {name} holds labels ({', '.join(data.labels)}), "
                            f"but these models need numbers: {', '.join(numeric)}")
-    rows = Rows(None if data.x is None else torch.from_numpy(data.x),
-                None if data.y is None else torch.from_numpy(data.y))
-    refusal = first_refusal(spec, rows)
+    refusal = None if data.y is None else first_refusal(spec, torch.from_numpy(data.y))
     if refusal is not None:
         hint = ""
         if data.labels is not None:
             label = data.labels[int(data.y[refusal.row])]  # type: ignore[index]
             hint = (f" (label {label!r}; the file has {len(data.labels)} labels, numbered from "
                     "0)")
-        elif spec.model(refusal.model).family in LABEL_FAMILIES:
+        elif (spec.model(refusal.model).target or {}).get("kind") == "label":
             hint = ("; class labels are whole numbers from 0 (text labels are numbered for you: "
                     "sorted, or in --labels order)")
         raise CliError(refusal.describe(f"data row {refusal.row + 1} of {name}") + hint)
+
+
+def first_refusal(spec: ComparisonSpec, y: torch.Tensor) -> Refusal | None:
+    """The first model (in the spec's order) whose target refuses a value of ``y``, with the
+    first such row, or None."""
+    for model in spec.models:
+        if model.target is None:
+            continue
+        target = Target.of(model.target)
+        refused = torch.nonzero(target.refused(y)).flatten()
+        if refused.numel():
+            row = int(refused[0])
+            return Refusal(model.name, f"{model.family} needs {target.requirement()}", row,
+                           f"y = {float(y[row]):g}")
+    return None
 
 
 class Progress(NamedTuple):

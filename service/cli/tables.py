@@ -24,10 +24,14 @@ def evidence_table(evidence: dict[str, Any]) -> Table:
                      "one that covers fewer rows than log Z: compare it with log Z at k rows")
     table = Table(title=f"{evidence['n_observations']} rows, {evidence['sequence']} chunks, "
                   f"version {evidence['version']}, status {status}")
-    headers = ["model", "log Z", "± stderr", "log Z / n", "P(model | data)", "rows", "ESS",
-               *(["ELBO"] if elbo else []), "state"]
-    for column in headers:
-        table.add_column(column, justify="left" if column in ("model", "state") else "right")
+    # The names never shrink (``no_wrap`` also keeps rich from collapsing their column): two
+    # names cut to the same prefix would make two rows read as one model. The other columns
+    # give way instead, the widest first: headers and states wrap, numbers end in "…".
+    table.add_column("model", no_wrap=True, min_width=max(len(m["name"]) for m in models))
+    for column in ("log Z", "± stderr", "log Z / n", "P(model | data)", "rows", "ESS",
+                   *(["ELBO"] if elbo else [])):
+        table.add_column(column, justify="right")
+    table.add_column("state", overflow="fold")
     probabilities = [m["posterior_probability"] or 0.0 for m in models]
     for m, probability in zip(models, probabilities, strict=True):
         n = m["n_observations"]

@@ -52,6 +52,12 @@ class Routes(Generic[T]):
         params = {k: v for k, v in (("limit", limit), ("cursor", cursor)) if v is not None}
         return Call(params=params or None)
 
+    @endpoint("GET", "/v1/families")
+    def families(self) -> Call:
+        """The model families the server can build: ``{"families": [{"family", "package",
+        "version", "description", "config_schema"}], "unavailable": {name: why}}``."""
+        return Call()
+
     @endpoint("GET", "/v1/comparisons/{cid}")
     def get_comparison(self, cid: str) -> Call:
         return Call()

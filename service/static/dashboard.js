@@ -290,6 +290,8 @@
     if (evidence.status === "degraded") {
       const reason = evidence.status_reason || (evidence.last_error && evidence.last_error.message);
       out.push(["bad", `Degraded: ${reason || "see the server log"}`]);
+    } else if (evidence.status === "waiting") {
+      out.push(["warn", `Waiting: ${evidence.status_reason}`]);
     } else if (evidence.last_error) {
       out.push(["warn", `Chunk ${evidence.last_error.sequence} was not applied: ${evidence.last_error.message}`]);
     }
@@ -358,20 +360,35 @@
     };
   }
 
+  // A cell that may wrap only between head and tail ("-84.33" above "± 0.29"): in a narrow
+  // window the table grows taller, not wider.
+  function pair(head, tail) {
+    return [`${head} `, element("span", tail, "nowrap")];
+  }
+
+  function plusMinus(value, stderr) {
+    return pair(fixed(value, 2), `± ${fixed(stderr, 2)}`);
+  }
+
+  // A model or family name may wrap after its separators (_ . -).
+  function breakable(name) {
+    return name.split(/(?<=[_.-])/).flatMap((part, i) => (i ? [element("wbr"), part] : [part]));
+  }
+
   // The ELBO covers the rows seen when it was last computed (it is refreshed when n doubles).
-  function elboText(m) {
+  function elboCell(m) {
     if (m.elbo == null) return "—";
     const rows = m.elbo_n_observations;
-    return rows != null && rows < m.n_observations ? `${fixed(m.elbo, 2)} (of ${rows} rows)` : fixed(m.elbo, 2);
+    return rows != null && rows < m.n_observations ? pair(fixed(m.elbo, 2), `(of ${rows} rows)`) : fixed(m.elbo, 2);
   }
 
   // Windowed evidence (service/window.py): this model's log Z over the last rows minus the best
   // model's on the same rows.
-  function windowText(m) {
+  function windowCell(m) {
     const w = m.window;
     if (!w || w.log_bayes_factor == null) return "—";
-    if (w.best === m.name) return `best (last ${w.rows} rows)`;
-    return `${fixed(w.log_bayes_factor, 2)} ± ${fixed(w.log_bayes_factor_stderr, 2)}`;
+    if (w.best === m.name) return pair("best", `(last ${w.rows} rows)`);
+    return plusMinus(w.log_bayes_factor, w.log_bayes_factor_stderr);
   }
 
   function renderTable() {
@@ -389,16 +406,22 @@
       const name = element("td");
       const swatch = element("span", null, "swatch");
       swatch.style.background = color(m.name);
-      name.append(swatch, m.name, element("small", ` ${m.family}`, "muted"));
+      const family = element("small", null, "muted");
+      family.append(" ", ...breakable(m.family));
+      name.append(swatch, ...breakable(m.name), family);
       const seen = hasData(m); // a model that has seen no row has no log Z yet: "—", not 0 ± 0
-      const logZ = seen ? `${fixed(m.log_evidence, 2)} ± ${fixed(m.log_evidence_stderr, 2)}` : "—";
+      const logZ = seen ? plusMinus(m.log_evidence, m.log_evidence_stderr) : "—";
       const factor = seen && reference && m !== reference ? bayesFactor(m, reference) : null;
-      const versusBest = m === reference ? "best" : factor ? `${fixed(factor.value, 2)} ± ${fixed(factor.stderr, 2)}` : "—";
+      const versusBest = m === reference ? "best" : factor ? plusMinus(factor.value, factor.stderr) : "—";
       const cells = [logZ, versusBest,
         seen ? fixed(m.log_evidence / m.n_observations, 4) : "—", fixed(m.posterior_probability, 4),
         String(m.n_observations), fixed(m.ess, 1), m.info?.annealing_steps != null ? String(m.info.annealing_steps) : "—",
-        elboText(m), windowText(m)];
-      row.append(name, ...cells.map((text, i) => element("td", text, i === 7 ? "elbo" : "")));
+        elboCell(m), windowCell(m)];
+      row.append(name, ...cells.map((content, i) => {
+        const cell = element("td", null, i === 7 ? "elbo" : "");
+        cell.append(...[content].flat());
+        return cell;
+      }));
       const state = element("td");
       if (m.failed) state.append(element("span", "failed", "badge bad"));
       else if (isCatchingUp(m, evidence)) state.append(element("span", `catching up ${m.n_observations}/${evidence.n_observations}`, "badge warn"));

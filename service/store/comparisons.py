@@ -16,6 +16,7 @@ from modelcompare.service.store.listing import Page
 from modelcompare.service.store.meta import META_FIELDS, Meta, meta_from_fields
 from modelcompare.service.store.resend import resend_on_lost_reply
 from modelcompare.service.store.trace import decode_point
+from modelcompare.service.store.waiting import shown_evidence, with_waiting
 
 
 class NotFound(LookupError):
@@ -85,7 +86,12 @@ class Comparisons:
         return sorted(m.decode() for m in await self.client.smembers(index_key(self.prefix)))
 
     async def meta(self, cid: str) -> Meta:
-        meta = meta_from_fields(await self.client.hmget(self.keys(cid).meta, *META_FIELDS))
+        keys = self.keys(cid)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(keys.meta, *META_FIELDS)
+        pipe.get(keys.waiting)
+        fields, waiting = await pipe.execute()
+        meta = meta_from_fields(fields, waiting)
         if meta is None:
             raise NotFound(cid)
         return meta
@@ -93,17 +99,25 @@ class Comparisons:
     async def page(self, limit: int, cursor: str | None = None,
                    visible: Callable[[str, str], bool] | None = None,
                    examine: int = 1000) -> Page:
-        """One page of the listing (``modelcompare.service.store.listing.page``)."""
-        return await listing.page(self, limit, cursor, visible, examine)
+        """One page of the listing (``modelcompare.service.store.listing.page``), with the
+        waiting records of the comparisons that have chunks queued."""
+        found = await listing.page(self, limit, cursor, visible, examine)
+        return Page(await with_waiting(self.client, self.prefix, found.comparisons),
+                    found.next_cursor)
 
-    async def evidence_raw(self, cid: str) -> bytes:
-        raw = await self.client.get(self.keys(cid).evidence)
+    async def shown_evidence(self, cid: str) -> bytes:
+        """The evidence body (JSON) as readers see it (``waiting.shown_evidence``)."""
+        raw = await shown_evidence(self.client, self.keys(cid))
         if raw is None:
             raise NotFound(cid)
         return raw
 
     async def evidence(self, cid: str) -> dict[str, Any]:
-        return json.loads(await self.evidence_raw(cid))
+        """The evidence body as stored (what a write builds on)."""
+        raw = await self.client.get(self.keys(cid).evidence)
+        if raw is None:
+            raise NotFound(cid)
+        return json.loads(raw)
 
     async def trace(self, cid: str) -> list[dict[str, Any]]:
         await self.meta(cid)

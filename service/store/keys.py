@@ -67,6 +67,12 @@ class Keys:
         return self._key("tasksdone")
 
     @property
+    def waiting(self) -> str:
+        # string (JSON ``meta.Waiting``, with a time to live): why the last worker that looked
+        # at the comparison left it alone (service/unavailable.py); an applied commit deletes it
+        return self._key("waiting")
+
+    @property
     def updates(self) -> str:  # pub/sub channel: the evidence body after every commit
         return self._key("updates")
 

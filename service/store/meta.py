@@ -1,10 +1,12 @@
-"""A comparison's meta record (the hash ``Keys.meta``) as the API reads it."""
+"""A comparison's meta record (the hash ``Keys.meta``) as the API reads it, with the waiting
+record (``Keys.waiting``) that can make its status ``waiting``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from modelcompare.service.schemas import ComparisonSpec
+from modelcompare.service.store.waiting import Waiting, shown_status
 
 
 @dataclass(frozen=True)
@@ -16,13 +18,24 @@ class Meta:
     status_reason: str | None = None  # why the comparison is degraded; None when ok
     # models ever in the spec (created, then added; a removal leaves it): what ingest checks
     models_added: int | None = None
+    waiting: Waiting | None = None  # the waiting record, if one stands
 
     @property
     def status(self) -> str:
-        return "degraded" if self.status_reason else "ok"
+        return self.shown[0]
+
+    @property
+    def reason(self) -> str | None:
+        """Why the status is not ``ok``; None when it is."""
+        return self.shown[1]
+
+    @property
+    def shown(self) -> tuple[str, str | None]:
+        return shown_status(self.status_reason, self.waiting, self.ingested > self.sequence)
 
 
-def meta_from_fields(fields: list[bytes | None]) -> Meta | None:
+def meta_from_fields(fields: list[bytes | None], waiting: bytes | None = None) -> Meta | None:
+    """The meta of ``META_FIELDS`` read from ``Keys.meta``, with the ``Keys.waiting`` record."""
     spec, version, sequence, ingested, reason, added = fields
     if spec is None or version is None:
         return None
@@ -30,6 +43,7 @@ def meta_from_fields(fields: list[bytes | None]) -> Meta | None:
         ComparisonSpec.model_validate_json(spec), int(version), int(sequence or 0),
         int(ingested or 0), reason.decode() if reason else None,
         None if added is None else int(added),
+        None if waiting is None else Waiting.decode(waiting),
     )
 
 

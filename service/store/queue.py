@@ -17,6 +17,7 @@ from modelcompare.service.store import scripts
 from modelcompare.service.store.connection import SyncClient, is_cluster, publish_command
 from modelcompare.service.store.keys import GROUP, Keys
 from modelcompare.service.store.trace import encode_point
+from modelcompare.service.store.waiting import Waiting
 
 APPLIED, STALE, GONE = 1, 0, -1
 
@@ -89,6 +90,7 @@ class Queue:
         self._renew = client.register_script(scripts.RENEW)
         self._release = client.register_script(scripts.RELEASE)
         self._prune = client.register_script(scripts.PRUNE_CONSUMERS)
+        self._leave_alone = client.register_script(scripts.LEAVE_ALONE)
 
     def keys(self, cid: str) -> Keys:
         return Keys(self.prefix, cid)
@@ -154,6 +156,17 @@ class Queue:
             skip=int(skip or 0),
         )
 
+    def spec(self, cid: str) -> ComparisonSpec | None:
+        raw = self.client.hget(self.keys(cid).meta, "spec")
+        return None if raw is None else ComparisonSpec.model_validate_json(raw)
+
+    def leave_alone(self, cid: str, version: int, why: Waiting, ttl: float) -> bool:
+        """Record why this worker leaves the comparison alone, for ``ttl`` seconds; False
+        (nothing written) when it changed since ``version`` was read, or is gone."""
+        keys = self.keys(cid)
+        return bool(self._leave_alone(keys=[keys.meta, keys.waiting],
+                                      args=[version, why.encode(), _ms(ttl)]))
+
     def record_failure(self, cid: str, sequence: int) -> int:
         """Count a failed update of chunk ``sequence``; returns its failures so far."""
         return int(self.client.hincrby(self.keys(cid).attempts, str(sequence), 1))
@@ -185,8 +198,8 @@ class Queue:
         pipe.execute()
 
     def commit(self, cid: str, commit: Commit) -> int:
-        """One atomic compare-and-set step: states, evidence, trace, block, ack, publish, and
-        the dead letter of a chunk given up on."""
+        """One atomic compare-and-set step: states, evidence, trace, block, ack, publish, the
+        dead letter of a chunk given up on; the waiting record goes."""
         keys = self.keys(cid)
         pairs: list[Any] = []
         for name, data in commit.states.items():
@@ -194,7 +207,7 @@ class Queue:
         dead = commit.dead_letter
         result = self._commit(
             keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream,
-                  keys.dead_letters, keys.attempts, keys.tasks, keys.tasks_done],
+                  keys.dead_letters, keys.attempts, keys.tasks, keys.tasks_done, keys.waiting],
             args=[
                 commit.version,
                 commit.sequence,

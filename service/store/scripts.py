@@ -80,7 +80,8 @@ return {'accepted', seq, ARGV[3]}
 
 # The compare-and-set commit of a worker.
 # KEYS: meta, states, evidence, trace, blocks, stream, dead letters, attempts, tasks, tasks
-# done (the model updates of the chunk, shared out: deleted with the chunk's commit).
+# done (the model updates of the chunk, shared out: deleted with the chunk's commit), waiting
+# (a worker that could not serve the comparison said why: one that can just did, so it goes).
 # ARGV: 1 expected version, 2 sequence, 3 block, 4 group, 5 stream entry id ('' for a catch-up
 # step that applies no new chunk), 6 evidence JSON, 7 trace JSON ('' for none), 8 updates
 # channel, 9 number of models still catching up, 10 status reason ('' when ok), 11 '1' to halt
@@ -119,7 +120,18 @@ for i = 18, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'catching_up', ARGV[9], 'status_reason', ARGV[10])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[3], ARGV[6])
+redis.call('DEL', KEYS[11])
 redis.call(ARGV[17], ARGV[8], ARGV[6])
+return 1
+"""
+
+# A worker that cannot build a model of the comparison (service/unavailable.py) says why.
+# KEYS: meta, waiting. ARGV: the version the worker read, the record (JSON), its ttl ms.
+# Nothing is written once the comparison changed since (another worker committed, a model was
+# added or removed: the reason may no longer hold) or is gone. Returns 1 recorded, else 0.
+LEAVE_ALONE = """
+if redis.call('HGET', KEYS[1], 'version') ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
 return 1
 """
 

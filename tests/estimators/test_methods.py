@@ -51,9 +51,9 @@ def test_upper_bounds_are_enforced(method: str) -> None:
 
 
 def test_unknown_settings_name_the_known_ones() -> None:
-    with pytest.raises(EstimatorConfigError, match=r"unknown setting.*warp.*known:.*particles"):
+    with pytest.raises(EstimatorConfigError, match=r"unknown key 'warp' \(valid keys:.*particles"):
         build(LinearRegression(1), "sgais", warp=9)
-    with pytest.raises(EstimatorConfigError, match="known: device"):
+    with pytest.raises(EstimatorConfigError, match=r"unknown key 'particles' \(valid keys: device"):
         build(LinearRegression(1), "exact", particles=64)
     with pytest.raises(EstimatorConfigError, match="unknown method 'magic'"):
         build(LinearRegression(1), "magic")

@@ -46,12 +46,32 @@ def test_constructor_takes_exactly_the_record(family: str) -> None:
         ("gaussian_mixture", {"dim": 1, "components": MAX_COMPONENTS + 1}, "components: Input"),
         ("beta_bernoulli", {"alpha": True}, "alpha: Input should be a valid number"),
         ("gamma_poisson", {"shape": float("inf")}, "shape: Input should be a finite number"),
-        ("gamma_poisson", {"scale": 1.0}, "scale: Extra inputs are not permitted"),
     ],
 )
 def test_bounds_and_types_are_enforced(family: str, config: dict, problem: str) -> None:
     with pytest.raises(ModelConfigError, match=problem):
         build_model(family, **config)
+
+
+@pytest.mark.parametrize(
+    ("family", "config", "message"),
+    [
+        ("linear_regression", {"dim": 1, "noise_sd": 1.0},
+         "LinearRegressionConfig: unknown key 'noise_sd' (did you mean 'noise_std'? valid keys: "
+         "dim, noise_std, prior_std)"),
+        ("gamma_poisson", {"mean": 1.0},
+         "GammaPoissonConfig: unknown key 'mean' (valid keys: shape, rate)"),
+        ("beta_bernoulli", {"alpha": "1", "bta": 1.0},
+         "BetaBernoulliConfig: alpha: Input should be a valid number; unknown key 'bta' (did you "
+         "mean 'beta'? valid keys: alpha, beta)"),
+    ],
+)
+def test_an_unknown_key_names_the_valid_ones_and_the_closest(
+    family: str, config: dict, message: str
+) -> None:
+    with pytest.raises(ModelConfigError) as raised:
+        build_model(family, **config)
+    assert str(raised.value) == message
 
 
 def test_largest_allowed_values_build() -> None:

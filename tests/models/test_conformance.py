@@ -76,8 +76,8 @@ def test_built_in_families_pass_every_check(model_class: type, config: dict[str,
 
 @pytest.mark.slow
 def test_the_student_t_example_passes_every_check(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.syspath_prepend(str(ROOT))
-    example = importlib.import_module("examples.student_t_model")
+    monkeypatch.syspath_prepend(str(ROOT / "examples" / "modelcompare-example-models" / "src"))
+    example = importlib.import_module("modelcompare_example_models.student_t")
     found = outcomes(example.StudentTRegression, {"dim": 1})
     assert {outcome for outcome, _ in found.values()} == {Outcome.PASS}, found
     assert "Laplace importance sampling" in found["evidence"][1]

@@ -11,7 +11,12 @@ from fastapi.concurrency import run_in_threadpool
 
 from modelcompare.estimators import state_to_bytes
 from modelcompare.service.api.deps import AccessDep, RequestIdentity, SettingsDep, StoreDep
-from modelcompare.service.api.errors import ApiError, error_responses, not_found
+from modelcompare.service.api.errors import (
+    ApiError,
+    error_responses,
+    not_found,
+    require_families,
+)
 from modelcompare.service.api.ingest import json_body
 from modelcompare.service.api.responses import (
     ComparisonList,
@@ -54,6 +59,9 @@ def describe(meta: Meta) -> dict[str, Any]:
             {
                 "name": m.name,
                 "family": m.family,
+                "package": m.package,
+                "version": m.version,
+                "target": m.stored_target(),
                 "config": m.config,
                 "columns": m.columns,
                 "prior_probability": priors[m.name],
@@ -64,7 +72,7 @@ def describe(meta: Meta) -> dict[str, Any]:
         "sequence": meta.sequence,
         "ingested": meta.ingested,
         "status": meta.status,
-        "status_reason": meta.status_reason,
+        "status_reason": meta.reason,
     }
 
 
@@ -187,6 +195,7 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep, settings: Settings
         meta = await store.meta(cid)
         if any(m.name == body.name for m in meta.spec.models):
             raise ApiError(409, "conflict", f"model {body.name!r} exists", {"name": body.name})
+        require_families(meta.spec)  # the limits check builds every model
         try:
             settings.limits.check_shape(len(meta.spec.models) + 1, None, body.columns or [])
             (weight,) = prior_weights([body], [m.prior_weight for m in meta.spec.models])

@@ -19,7 +19,12 @@ from modelcompare.service.api.deps import (
     SettingsDep,
     StoreDep,
 )
-from modelcompare.service.api.errors import ApiError, error_responses, not_found
+from modelcompare.service.api.errors import (
+    ApiError,
+    error_responses,
+    not_found,
+    require_families,
+)
 from modelcompare.service.api.ingest import json_body, parse_chunk, parse_query
 from modelcompare.service.api.responses import (
     ChunkAccepted,
@@ -129,7 +134,7 @@ async def get_evidence(cid: str, store: StoreDep) -> Response:
     """Per model: log_evidence, log_evidence_stderr, n_observations, ess, posterior_probability,
     the windowed evidence (``window``) and whether log Z deserves its error bar
     (``reliability``)."""
-    return Response(await store.evidence_raw(cid), media_type="application/json")
+    return Response(await store.shown_evidence(cid), media_type="application/json")
 
 
 @router.get("/weights", **returns(Weights), responses=error_responses(404, 503))
@@ -165,6 +170,7 @@ async def predict(cid: str, body: PredictIn, store: StoreDep,
                   settings: SettingsDep) -> dict[str, Any]:
     """BMA predictive at ``x``: the mixture over models by posterior probability, and each part."""
     spec, evidence, states = await store.states(cid)
+    require_families(spec)
     x = parse_query(body.x, spec, settings.max_query_rows)
 
     def compute() -> dict[str, Any]:

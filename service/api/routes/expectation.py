@@ -15,7 +15,7 @@ from modelcompare.estimators.data.history import cat_rows
 from modelcompare.estimators.data.rng import derive_generator
 from modelcompare.models.config import Integer
 from modelcompare.service.api.deps import SettingsDep, StoreDep
-from modelcompare.service.api.errors import ApiError, error_responses
+from modelcompare.service.api.errors import ApiError, error_responses, require_families
 from modelcompare.service.api.ingest import json_body, parse_query
 from modelcompare.service.api.responses import ExpectationOut, returns
 from modelcompare.service.engine import runner_for
@@ -49,6 +49,7 @@ async def expectation(cid: str, body: ExpectationIn, store: StoreDep,
     """Unbiased E[φ(θ) | all stored rows] for one model, averaged over R repetitions."""
     meta = await store.meta(cid)
     spec = meta.spec
+    require_families(spec)
     if body.model not in {m.name for m in spec.models}:
         raise ApiError(422, "unknown_model", f"comparison {cid!r} has no model {body.model!r}",
                        {"id": cid, "model": body.model})

@@ -33,7 +33,7 @@ async def evidence_stream(
     past its timeout), it is closed at once with 1013 (try again later) and the reason."""
     with broadcaster.subscribe(cid) as subscription:
         try:
-            evidence = await store.evidence(cid)
+            evidence = json.loads(await store.shown_evidence(cid))
         except NotFound:
             await websocket.accept()
             await websocket.send_json({"type": "error", "error": {

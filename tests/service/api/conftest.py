@@ -4,9 +4,6 @@ installed with apt-get when missing, screenshots going to ARTIFACTS."""
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -16,17 +13,14 @@ from typing import Any
 
 import pytest
 import uvicorn
-from playwright.sync_api import Browser, sync_playwright
+from browser import chromium
+from playwright.sync_api import Browser
 from service_server import LOCAL_REDIS, delete_prefix, free_port, local_redis_available
 
 from modelcompare.service.api.http import server_config
 from modelcompare.service.api.main import create_app
 from modelcompare.service.core.config import Settings
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
 ARTIFACTS = Path(__file__).resolve().parents[3] / "test-artifacts"
 
 
@@ -58,31 +52,10 @@ def serve() -> Iterator[Any]:
         delete_prefix(LOCAL_REDIS, prefix)
 
 
-def _apt_install() -> str | None:
-    """Install Debian's chromium; the error text when that is impossible."""
-    sudo = [] if os.geteuid() == 0 else ["sudo", "-n"]
-    if shutil.which("apt-get") is None or (sudo and shutil.which("sudo") is None):
-        return "apt-get (as root or with sudo) is not available"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for command in (["apt-get", "install", "-y", "chromium"], ["apt-get", "update"],
-                    ["apt-get", "install", "-y", "chromium"]):
-        done = subprocess.run([*sudo, *command], capture_output=True, text=True, env=env,
-                              timeout=900, check=False)
-        if done.returncode == 0 and CHROMIUM.exists():
-            return None
-    return f"{' '.join(command)} failed: {done.stderr.strip()[-500:]}"
-
-
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if not CHROMIUM.exists() and (problem := _apt_install()) is not None:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"chromium is needed for the dashboard tests: {problem}")
-        pytest.skip(f"no chromium: {problem}")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

@@ -206,6 +206,59 @@ def test_the_table_fits_800_px_and_an_empty_model_shows_a_dash(
     assert console_errors == []
 
 
+# Four models with 24-character names (one family name of 31), every column filled: log Z ±
+# stderr, log BF ± stderr, ESS, annealing steps, an ELBO "(of 40 rows)" and a window log BF; a
+# comparison name of 100 characters without a space.
+LONG_NAMES = [
+    {"name": "regression_with_inputs_1", "family": "linear_regression", "config": {"dim": 1}},
+    {"name": "regression_with_inputs_2", "family": "linear_regression", "config": {"dim": 2}},
+    {"name": "regression_with_inputs_3", "family": "linear_regression", "config": {"dim": 3}},
+    {"name": "unknown_noise_regression", "family": "linear_regression_unknown_noise",
+     "config": {"dim": 3}},
+]
+LONG_TITLE = "house_prices_by_region_" * 4 + "x" * 8
+# [content width, box width] of the page, the comparison list, the main column, the table's box
+WIDTHS = """() => {
+    const box = (node) => [node.scrollWidth, node.clientWidth];
+    return {page: [document.documentElement.scrollWidth, window.innerWidth],
+            nav: box(document.querySelector('nav')), main: box(document.querySelector('main')),
+            table: box(document.getElementById('evidence-table').parentElement)};
+}"""
+
+
+@pytest.mark.parametrize(("width", "height"), [(800, 600), (1024, 768)])
+def test_long_names_fit_the_window_without_scrolling_sideways(
+    browser: Browser, console_errors: list[str], embedded_server: Server, width: int, height: int
+) -> None:
+    """Nothing is wider than its box: not the page, the list, the main column, nor the table
+    (which would scroll in its own box rather than the page's; it need not)."""
+    body = {"name": LONG_TITLE, "x_dim": 4, "models": LONG_NAMES,
+            "estimator": {"method": "sgais", "particles": 32}}
+    x, y = regression_data(60, seed=5)
+    with embedded_server.client() as client:
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        for rows in (slice(0, 40), slice(40, 60)):
+            chunk = {"x": x[rows].tolist(), "y": y[rows].tolist()}
+            assert client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).is_success
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+    try:
+        page.goto(f"{embedded_server.url}/#{cid}")
+        page.wait_for_function(HEADLINE_HAS_POINTS, arg=4, timeout=10_000)
+        cells = page.locator("#evidence-table tbody td:nth-child(2)").all_inner_texts()
+        assert len(cells) == 4 and "—" not in cells
+        elbo = page.locator("#evidence-table tr[data-model=unknown_noise_regression] td.elbo")
+        assert elbo.inner_text().endswith("(of 40 rows)")
+        widths = page.evaluate(WIDTHS)
+        print(f"[content, box] widths at {width} px: {widths}")
+        assert widths["page"] == [width, width], widths
+        assert all(content <= box for content, box in widths.values()), widths
+    finally:
+        context.close()
+    assert console_errors == []
+
+
 def test_an_elbo_over_fewer_rows_is_marked(page: Page, console_errors: list[str],
                                            embedded_server: Server) -> None:
     """The ELBO is refreshed when a model's rows double: after 40 + 20 rows it covers 40, and

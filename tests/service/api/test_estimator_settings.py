@@ -51,7 +51,7 @@ def test_unknown_settings_are_refused_naming_the_known_ones(start_server: StartS
         response = client.post("/v1/comparisons", json=body)
         assert_error(response, 422, "invalid_request")
         message = response.json()["error"]["message"]
-        assert "unknown setting(s) warp" in message and "particles" in message
+        assert "unknown key 'warp' (valid keys: " in message and "particles" in message
         too_many = client.post("/v1/comparisons", json=comparison_body("sgais", particles=5000))
         assert_error(too_many, 422, "invalid_request")
         assert "less than or equal to 1024" in too_many.json()["error"]["message"]

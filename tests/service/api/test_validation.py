@@ -183,3 +183,32 @@ def test_columns_inside_config_says_where_they_go(start_server: StartServer) -> 
     assert response.json()["error"]["message"] == (
         'body.models.0.linear_regression: Value error, "columns" goes beside "config", not inside '
         'it: {"name": …, "family": …, "config": {…}, "columns": [0, 2]}')
+
+
+def test_an_unknown_key_names_the_valid_ones_and_the_closest(start_server: StartServer) -> None:
+    server = start_server("local")
+    model = {"name": "m", "family": "linear_regression", "config": {"dim": 1, "noise_sd": 1}}
+    with server.client() as client:
+        response = client.post("/v1/comparisons", json={"name": "c", "models": [model]})
+        assert_error(response, 422, "invalid_request")
+        assert response.json()["error"] == {
+            "code": "invalid_request",
+            "message": "body.models.0.linear_regression.config: unknown key 'noise_sd' (did you "
+                       "mean 'noise_std'? valid keys: dim, noise_std, prior_std)",
+            "details": [{"loc": ["body", "models", 0, "linear_regression", "config", "noise_sd"],
+                         "msg": "unknown key 'noise_sd' (did you mean 'noise_std'? valid keys: "
+                                "dim, noise_std, prior_std)",
+                         "type": "extra_forbidden"}],
+        }
+        top = client.post("/v1/comparisons", json={"nmae": "c", "models": []})
+        assert top.json()["error"]["message"] == (
+            "body.name: Field required; body.models: List should have at least 1 item after "
+            "validation, not 0; body: unknown key 'nmae' (did you mean 'name'? valid keys: name, "
+            "seed, models, estimator, x_dim)")
+        cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
+        added = client.post(f"/v1/comparisons/{cid}/models", json={
+            "name": "n", "family": "gamma_poisson", "config": {"shap": 1.0}, "prior": 0.5})
+        assert added.json()["error"]["message"] == (
+            "body.gamma_poisson.config: unknown key 'shap' (did you mean 'shape'? valid keys: "
+            "shape, rate); body.gamma_poisson: unknown key 'prior' (valid keys: name, family, "
+            "config, columns, prior_probability)")

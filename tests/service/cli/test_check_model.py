@@ -36,9 +36,10 @@ def own_import_path(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow
 def test_the_example_passes(monkeypatch: pytest.MonkeyPatch,
                             capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.chdir(ROOT)
+    monkeypatch.chdir(ROOT / "examples" / "modelcompare-example-models" / "src")
     status, out, err = check_model(
-        ["examples.student_t_model:StudentTRegression", "--config", '{"dim": 1}'], capsys)
+        ["modelcompare_example_models.student_t:StudentTRegression", "--config", '{"dim": 1}'],
+        capsys)
     lines = out.splitlines()
     assert status == 0, out + err
     assert all(line.startswith("PASS  ") for line in lines[:-1])

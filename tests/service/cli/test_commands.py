@@ -491,6 +491,12 @@ def test_list_delete_predict_version_and_help(
     assert listed[1].startswith(f"{older}  older · 3 models · exact · 1 chunks applied")
     assert out.endswith("\n")  # newest first, above
 
+    status, out, err = _run(capsys, "families", *url)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[0] == ("beta_bernoulli  modelcompare 0.1.0  Beta–Bernoulli: y_r ~ "
+                                   "Bernoulli(p) i.i.d., p ~ Beta(α, β); no inputs.")
+    assert len(out.splitlines()) == 7
+
     status, out, err = _run(capsys, "predict", older, "--x", "0.1,0.2,0.3,0.4", "--x",
                             "1,0,-1,2", *url)
     assert status == 0, err

@@ -8,6 +8,7 @@ an unexpected RuntimeError, or leave a non-finite log evidence.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import Any
@@ -152,18 +153,26 @@ def test_skip_policy_dead_letters_and_goes_on(start_server: StartServer) -> None
         assert "RuntimeError: injected: a bug" in letters[1]["error"]
 
 
+@pytest.mark.parametrize(
+    ("failure", "why"),
+    [(RuntimeError("transient"), "RuntimeError: transient"),
+     (BudgetExceeded(Progress(rows=0, temperature=None, steps=0)), "BudgetExceeded: ")],
+    ids=["raised", "over budget"],
+)
 def test_a_transient_failure_is_retried_not_dead_lettered(
-    start_server: StartServer, monkeypatch: pytest.MonkeyPatch
+    start_server: StartServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    failure: Exception, why: str,
 ) -> None:
+    """Logged at INFO: a run whose retry succeeds shows no warning."""
     server = start_server("embedded", embedded_worker=False)
     store = server.redis()
-    failures = iter([RuntimeError("transient")])
+    failures = iter([failure])
     real_update = Runner.update
 
     def flaky(self: Runner, *args: Any) -> Any:
-        failure = next(failures, None)
-        if failure is not None:
-            raise failure
+        once = next(failures, None)
+        if once is not None:
+            raise once
         return real_update(self, *args)
 
     monkeypatch.setattr(modelcompare.service.engine.Runner, "update", flaky)
@@ -172,19 +181,26 @@ def test_a_transient_failure_is_retried_not_dead_lettered(
         client.post(f"/v1/comparisons/{cid}/chunks", json=GOOD)
         keys = Keys(server.settings.key_prefix, cid)
         worker = make_worker(server, "flaky", poison_max_attempts=2)
-        assert worker.run_once() is False  # first attempt fails: nothing committed
-        assert store.hget(keys.attempts, "1") == b"1"
-        drain(worker, store, keys, 1)
+        with caplog.at_level(logging.INFO, logger="modelcompare"):
+            assert worker.run_once() is False  # first attempt fails: nothing committed
+            assert store.hget(keys.attempts, "1") == b"1"
+            drain(worker, store, keys, 1)
         evidence = client.get(f"/v1/comparisons/{cid}/evidence").json()
+    retried = f"comparison {cid}: chunk 1 failed (attempt 1 of 2): model 'line': {why}"
+    (retry,) = [r for r in caplog.records if r.getMessage().startswith(retried)]
+    assert retry.levelname == "INFO"
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING] == []
     assert evidence["status"] == "ok" and evidence["last_error"] is None
     assert by_name(evidence)["line"]["log_evidence"] == pytest.approx(exact_line(GOOD), rel=1e-12)
     assert store.hlen(keys.attempts) == 0 and store.xlen(keys.dead_letters) == 0
 
 
 def test_a_chunk_over_the_update_budget_is_dead_lettered_with_the_reason(
-    start_server: StartServer,
+    start_server: StartServer, caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """The retried attempt is logged at INFO, the dead letter at ERROR."""
     server = start_server("embedded", update_budget=1e-6, poison_max_attempts=2)
+    caplog.set_level(logging.INFO, logger="modelcompare")
     with server.client() as client:
         cid = create(client, "sgais")
         store, keys = server.redis(), Keys(server.settings.key_prefix, cid)
@@ -199,6 +215,10 @@ def test_a_chunk_over_the_update_budget_is_dead_lettered_with_the_reason(
         assert letter["sequence"] == 1 and letter["attempts"] == 2
         assert "BudgetExceeded" in letter["error"]
         assert store.hgetall(keys.states) == initial  # the last good state: the prior's
+    chunk = f"comparison {cid}: chunk 1 "
+    assert [(r.levelname, r.getMessage().split(" (")[0]) for r in caplog.records
+            if r.getMessage().startswith(chunk)] == [
+        ("INFO", f"{chunk}failed"), ("ERROR", f"{chunk}dead-lettered after 2 attempts")]
 
 
 def create_pair(client: httpx.Client) -> str:

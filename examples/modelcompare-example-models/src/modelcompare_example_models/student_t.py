@@ -4,8 +4,8 @@ y = wᵀx + b + σ·ε with ε ~ t_ν (ν fixed), priors (w, b) ~ N(0, τ²I) an
 σ is positive, so θ holds log σ: the prior draws σ and takes its log, and log_prior is the
 density of log σ, the half-normal density of σ plus the log-Jacobian log |dσ/d log σ| = log σ.
 
-Check it with ``modelcompare check-model examples.student_t_model:StudentTRegression --config
-'{"dim": 2}'`` from the repository root (docs/guide/writing-models.md).
+Check it with ``modelcompare check-model modelcompare_example_models:StudentTRegression --config
+'{"dim": 2}'`` once the package is installed (docs/guide/writing-models.md).
 """
 
 from __future__ import annotations
@@ -31,6 +31,9 @@ class StudentTRegressionConfig(FamilyConfig):
 
 
 class StudentTRegression(Model):
+    """Linear regression with Student-t noise of fixed degrees of freedom: outliers cost it
+    less than they cost a normal model."""
+
     family: ClassVar[str] = "student_t_regression"
     Config: ClassVar[type[FamilyConfig]] = StudentTRegressionConfig
 
