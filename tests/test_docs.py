@@ -23,8 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
 # Pages whose Python snippets talk to a running server: shown, not run here (the README's tour
-# runs the same calls against a real one).
-SERVER_PAGES = {"guide/client.md"}
+# and tests/service/client/test_dataframes.py run the same calls against a real one).
+SERVER_PAGES = {"guide/client.md", "guide/formulas.md"}
 
 
 def generator() -> ModuleType:

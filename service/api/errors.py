@@ -47,7 +47,8 @@ MEANINGS = {
     404: "no comparison with this id",
     409: "conflicts with the comparison's state (see the error code)",
     413: "the body exceeds MODELCOMPARE_MAX_BODY_BYTES or the chunk MODELCOMPARE_MAX_ROWS",
-    415: "the body is not `application/json`",
+    415: "the body is not of a media type the route takes (`application/json`; chunks also "
+    "`text/csv`, `application/vnd.apache.parquet`, `application/vnd.apache.arrow.stream`)",
     422: "invalid values or shapes; `details` says where",
     503: "the data store, or the Redis Cluster shard holding this data, is unavailable; retry "
     "after `Retry-After` seconds (or, `family_unavailable`: this server lacks a model family "

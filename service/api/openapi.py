@@ -13,7 +13,8 @@ from fastapi.routing import APIRoute
 
 from modelcompare.service.api.deps import protected
 from modelcompare.service.api.errors import MEANINGS
-from modelcompare.service.schemas import ChunkIn
+from modelcompare.service.api.named_bodies import NamedColumns, NamedRecords
+from modelcompare.service.schemas import ChunkIn, PredictIn
 
 ERROR_BODY = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
@@ -31,8 +32,9 @@ def install(app: FastAPI, api_keys: bool) -> None:
         if app.openapi_schema is None:
             schema = generate()  # FastAPI keeps it as app.openapi_schema
             _drop_default_validation_errors(schema)
-            # Bodies a route parses itself (the chunk): only referenced from openapi_extra.
-            schema["components"]["schemas"]["ChunkIn"] = ChunkIn.model_json_schema()
+            # Bodies a route parses itself (chunks, predict): only referenced from openapi_extra.
+            for record in (ChunkIn, PredictIn, NamedColumns, NamedRecords):
+                schema["components"]["schemas"][record.__name__] = record.model_json_schema()
             if api_keys:
                 _declare_api_keys(schema)
             _link_created_comparison(schema)

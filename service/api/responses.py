@@ -35,7 +35,10 @@ class ModelOut(Body):
                                 "model with the same major version, not older")
     target: Target | None = Field(description="the values y may take; null: no target")
     config: dict[str, Any] = Field(description="the family's settings, defaults filled in")
-    columns: list[int] = Field(description="the columns of x the model reads")
+    columns: list[int] = Field(description="the columns of x the model reads (for a model by "
+                               "formula, indices into the comparison's design)")
+    formula: str | None = Field(None, description="the model's formula over named columns; "
+                                "null: it reads columns of x by index")
     prior_probability: float
 
 
@@ -48,6 +51,20 @@ class ComparisonOut(Body):
     has_y: bool = Field(description="whether chunks carry y")
     estimator: dict[str, Any] = Field(description="method and settings")
     models: list[ModelOut]
+    variables: list[str] | None = Field(
+        None, description="the named input columns every chunk carries (besides "
+        "target_column), first seen over the models' formulas; null: chunks are matrices x")
+    target_column: str | None = Field(
+        None, description="the column a chunk's target y is read from (the left side of the "
+        "formulas); null for a matrix comparison, or when no model has a target")
+    design: list[str] | None = Field(
+        None, description="the names of the x_dim stored design columns, made from variables "
+        "by the formulas (e.g. bmi, bmi:bp, C(sex, levels=[1, 2])[T.2]; never the intercept); "
+        "fixed at creation: a model added later reads only these")
+    design_formulas: list[str] | None = Field(
+        None, description="the formulas the comparison was created with: they make the design "
+        "columns (a client that computes them, such as the CLI, needs them even after a model "
+        "is removed)")
     version: int
     sequence: int = Field(description="chunks applied")
     ingested: int = Field(description="chunks accepted")

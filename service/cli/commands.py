@@ -16,7 +16,7 @@ import numpy as np
 from modelcompare.service.cli.errors import CliError
 from modelcompare.service.cli.files import existing, read_data
 from modelcompare.service.cli.parser import LIST_PAGE
-from modelcompare.service.cli.tables import comparison_lines, evidence_table
+from modelcompare.service.cli.tables import comparison_lines, evidence_table, formulas
 from modelcompare.service.client import PREDICTION_FIELDS, AsyncClient, Client
 
 
@@ -36,7 +36,8 @@ def create(args: argparse.Namespace) -> None:
 
 def add_model(args: argparse.Namespace) -> None:
     """POST one model's spec to a comparison; says whether it replays the stored rows."""
-    spec = _mapping(args.spec, "one model (name, family, config, columns, prior_probability)")
+    spec = _mapping(args.spec,
+                    "one model (name, family, config, columns or formula, prior_probability)")
     with Client(args.url, args.api_key) as api:
         added = api.add_model(args.comparison, spec)
     rows = added["evidence"]["n_observations"]
@@ -106,9 +107,8 @@ def delete(args: argparse.Namespace) -> None:
 def predict(args: argparse.Namespace) -> None:
     """The model-averaged predictive at the given rows, as CSV on stdout (``--json``: the API's
     reply): one line per row, the mixture's fields, then each model's as ``model:field``."""
-    x = _query_rows(args)
     with Client(args.url, args.api_key) as api:
-        reply = api.predict(args.comparison, x)
+        reply = api.predict(args.comparison, _query_rows(api, args))
     if args.json:
         print(json.dumps(reply, indent=2, default=lambda a: a.tolist()))
         return
@@ -132,19 +132,16 @@ def predict(args: argparse.Namespace) -> None:
         writer.writerow([row, *(f"{v:.10g}" for v in values)])
 
 
-def _query_rows(args: argparse.Namespace) -> np.ndarray | None:
+def _query_rows(api: Client, args: argparse.Namespace) -> Any:
+    """The rows to predict at: a file's columns (those a comparison by formula names, or
+    --x-cols) as a table or matrix, the --x rows, or None (one predictive row of a comparison
+    whose models read no x)."""
     if args.file is not None and args.x:
         raise CliError("give the rows either in a file or with --x, not both")
     if args.file is not None:
-        x_cols = [c for item in args.x_cols or [] for c in item.split(",") if c]
-        if not x_cols:
-            raise CliError("name the input columns of the file with --x-cols")
-        data = read_data(existing(args.file), x_cols, None)
-        if data.rows == 0:
-            raise CliError(f"{args.file} has no data rows (only a header)")
-        return data.x
+        return _file_rows(api, args)
     if not args.x:
-        return None  # a comparison whose models read no x: one predictive row
+        return None
     try:
         rows = [[float(v) for v in row.split(",")] for row in args.x]
     except ValueError as exc:
@@ -152,6 +149,27 @@ def _query_rows(args: argparse.Namespace) -> np.ndarray | None:
     if len({len(r) for r in rows}) != 1:
         raise CliError("every --x row needs the same number of values")
     return np.array(rows, dtype=np.float64)
+
+
+def _file_rows(api: Client, args: argparse.Namespace) -> Any:
+    # Here: formulaic, pandas and torch, which the other commands do without.
+    from modelcompare.service.cli.checks import comparison_spec
+    from modelcompare.service.cli.named import read_named, takes_names
+
+    path = existing(args.file)
+    x_cols = [c for item in args.x_cols or [] for c in item.split(",") if c]
+    spec = comparison_spec(api.get_comparison(args.comparison))
+    if spec.variables is not None:
+        if x_cols:
+            raise CliError(takes_names(spec, "--x-cols"))
+        rows: Any = read_named(path, spec, target=False).table
+    else:
+        if not x_cols:
+            raise CliError("name the input columns of the file with --x-cols")
+        rows = read_data(path, x_cols, None).x
+    if len(rows) == 0:
+        raise CliError(f"{args.file} has no data rows (only a header)")
+    return rows
 
 
 def watch(args: argparse.Namespace) -> None:
@@ -164,11 +182,12 @@ def watch(args: argparse.Namespace) -> None:
 
     async def run(show: Callable[[Any], None]) -> None:
         async with AsyncClient(args.url, args.api_key) as api:
+            shown = formulas(await api.get_comparison(args.comparison))
             seen = 0
             async for message in api.updates(args.comparison):
                 if message["type"] == "deleted":
                     raise CliError(f"comparison {args.comparison} was deleted")
-                show(evidence_table(message["evidence"]))
+                show(evidence_table(message["evidence"], shown))
                 seen += 1
                 if seen == args.count:
                     return

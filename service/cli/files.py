@@ -1,6 +1,7 @@
 """The columns a command sends, read from a CSV (with a header row) or Parquet file as float64:
-inputs, and a target whose text labels are numbered as classes. Every problem names the column,
-the data row (counting from 1, the header not counted) and the value."""
+inputs, and a target whose text labels are numbered as classes (``named`` reads the columns of
+a comparison by formula with these). Every problem names the column, the data row (counting
+from 1, the header not counted) and the value."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from modelcompare.service.api.ingest import MAX_ABS_VALUE
 from modelcompare.service.cli.errors import CliError
+from modelcompare.service.records import MAX_ABS_VALUE
 
 
 class FileData(NamedTuple):
@@ -49,28 +50,38 @@ def read_table(path: Path) -> Any:
 
 def read_data(path: Path, x_cols: list[str], y_col: str | None,
               labels: list[str] | None = None) -> FileData:
-    """The named columns. The target is read as class labels when ``labels`` gives their order
-    or when it holds text that is not all numbers (then the labels are numbered in sorted
-    order)."""
+    """The named columns; the target as ``read_target`` reads it."""
     table = read_table(path)
-    wanted = [*x_cols, *([] if y_col is None else [y_col])]
-    missing = [c for c in wanted if c not in table.column_names]
-    if missing:
-        raise CliError(f"{path.name} has no column {', '.join(map(repr, missing))}; its columns "
-                       f"are: {', '.join(table.column_names)}")
-    x = np.column_stack([_numbers(table, c, path) for c in x_cols]) if x_cols else None
+    require_columns(table, [*x_cols, *([] if y_col is None else [y_col])], path)
+    x = np.column_stack([numbers(table, c, path) for c in x_cols]) if x_cols else None
     if y_col is None:
         return FileData(x, None, None)
+    return FileData(x, *read_target(table, y_col, path, labels))
+
+
+def require_columns(table: Any, wanted: list[str], path: Path, reader: str = "") -> None:
+    """``CliError`` naming the first of ``wanted`` the file lacks (and who reads it: ``reader``)
+    and the columns it has."""
+    missing = [c for c in wanted if c not in table.column_names]
+    if missing:
+        raise CliError(f"{path.name} has no column {', '.join(map(repr, missing))}{reader}; its "
+                       f"columns are: {', '.join(table.column_names)}")
+
+
+def read_target(table: Any, column: str, path: Path,
+                labels: list[str] | None) -> tuple[np.ndarray, list[str] | None]:
+    """The target as numbers, with its labels in class order when it holds class labels: when
+    ``labels`` gives their order, or when it holds text that is not all numbers (then they are
+    numbered in sorted order)."""
     if labels is None:
-        numbers = _maybe_numbers(table[y_col].to_pylist()) if _is_text(table[y_col]) else \
-            _numbers(table, y_col, path)
-        if numbers is not None:
-            return FileData(x, _checked(numbers, y_col, path), None)
-    y, order = _classes(table[y_col].to_pylist(), y_col, path, labels)
-    return FileData(x, y, order)
+        values = _maybe_numbers(table[column].to_pylist()) if is_text(table[column]) else \
+            numbers(table, column, path)
+        if values is not None:
+            return checked(values, column, path), None
+    return _classes(table[column].to_pylist(), column, path, labels)
 
 
-def _is_text(column: Any) -> bool:
+def is_text(column: Any) -> bool:
     import pyarrow as pa
 
     kind = column.type
@@ -85,30 +96,34 @@ def _maybe_numbers(values: list[Any]) -> np.ndarray | None:
         return None
 
 
-def _numbers(table: Any, column: str, path: Path) -> np.ndarray:
-    values = table[column]
+def numbers(table: Any, column: str, path: Path) -> np.ndarray:
+    """A numeric column as float64; ``CliError`` naming the first row that is not a finite
+    number within the server's bounds."""
+    cells = table[column]
     try:
-        numbers = np.asarray(values.to_numpy(zero_copy_only=False), dtype=np.float64)
+        floats = np.asarray(cells.to_numpy(zero_copy_only=False), dtype=np.float64)
     except (TypeError, ValueError):
-        for row, value in enumerate(values.to_pylist(), start=1):
+        for row, value in enumerate(cells.to_pylist(), start=1):
             if value is not None and _maybe_numbers([value]) is None:
                 raise CliError(f"column {column!r} of {path.name} is not numeric: data row "
                                f"{row} holds {value!r}") from None
-        numbers = np.asarray(_maybe_numbers(values.to_pylist()))
-    return _checked(numbers, column, path)
+        floats = np.asarray(_maybe_numbers(cells.to_pylist()))
+    return checked(floats, column, path)
 
 
-def _checked(numbers: np.ndarray, column: str, path: Path) -> np.ndarray:
-    bad = np.flatnonzero(~np.isfinite(numbers))
+def checked(values: np.ndarray, column: str, path: Path) -> np.ndarray:
+    """``values`` as a writable float64 copy; ``CliError`` for a missing or non-finite value, or
+    one beyond the server's bounds."""
+    bad = np.flatnonzero(~np.isfinite(values))
     if bad.size:
         raise CliError(f"column {column!r} of {path.name} has {bad.size} missing or non-finite "
-                       f"values (first at data row {bad[0] + 1}: {numbers[bad[0]]})")
-    huge = np.flatnonzero(np.abs(numbers) > MAX_ABS_VALUE)
+                       f"values (first at data row {bad[0] + 1}: {values[bad[0]]})")
+    huge = np.flatnonzero(np.abs(values) > MAX_ABS_VALUE)
     if huge.size:
         raise CliError(f"column {column!r} of {path.name} has values beyond ±{MAX_ABS_VALUE:g}, "
                        f"which the server refuses (first at data row {huge[0] + 1}: "
-                       f"{numbers[huge[0]]:g})")
-    return np.array(numbers, dtype=np.float64)  # a writable copy (torch reads it)
+                       f"{values[huge[0]]:g})")
+    return np.array(values, dtype=np.float64)  # a writable copy (torch reads it)
 
 
 def _classes(values: list[Any], column: str, path: Path,

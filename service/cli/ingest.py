@@ -1,5 +1,7 @@
 """``modelcompare ingest``: check a whole file against the comparison, then send it in chunks
-keyed so that any re-run of the same rows is a no-op, whatever ``--chunk-size``.
+keyed so that any re-run of the same rows is a no-op, whatever ``--chunk-size``. A comparison
+by formula names the columns it reads: they are sent as Arrow IPC bodies (``named``); any other
+takes rows of numbers from the columns --x-cols and --y-col name.
 
 A chunk's Idempotency-Key hashes every row before it and its own first row (``ChunkKeys``).
 The server records key → (digest of the chunk, its rows). A re-run cut like the first run meets
@@ -14,102 +16,72 @@ from __future__ import annotations
 import argparse
 import hashlib
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-import torch
 
-from modelcompare.models.target import Target
+from modelcompare.service.cli.checks import check_target, check_widths, comparison_spec
 from modelcompare.service.cli.errors import CliError
 from modelcompare.service.cli.files import FileData, existing, read_data
-from modelcompare.service.cli.tables import evidence_table
+from modelcompare.service.cli.named import NamedFile, read_named, takes_names
+from modelcompare.service.cli.tables import evidence_table, formulas
 from modelcompare.service.client import Client, ModelCompareError
-from modelcompare.service.schemas import ComparisonSpec, ModelSpec
-from modelcompare.service.validation import Refusal
+from modelcompare.service.records import ComparisonSpec
 
 
 class ChunkKeys:
     """Idempotency-Keys of a file's chunks: the key of the chunk starting at row ``a`` hashes
     rows 0 … a (inclusive) as sent, so it depends neither on where chunks are cut nor on any row
-    after ``a``. Keys are asked for in increasing order of ``a``."""
+    after ``a``. Keys are asked for in increasing order of ``a``.
 
-    def __init__(self, data: FileData, salt: str) -> None:
-        target = None if data.y is None else data.y[:, None]
-        columns = [c for c in (data.x, target) if c is not None]
-        self._rows = np.ascontiguousarray(np.column_stack(columns), dtype=np.float64)
-        layout = f"modelcompare-ingest-v1|x:{0 if data.x is None else data.x.shape[1]}|" \
-                 f"y:{data.y is not None}|{salt}"
+    A row is its input cells in order, then its target: a number as its float64 bytes, a text
+    (a categorical input of a comparison by formula) as the length of its UTF-8 bytes, then
+    those bytes."""
+
+    def __init__(self, inputs: Sequence[np.ndarray], y: np.ndarray | None, salt: str) -> None:
+        columns = [*inputs, *([] if y is None else [y])]
+        if all(column.dtype != object for column in columns):
+            self._rows: np.ndarray | list[bytes] = np.ascontiguousarray(
+                np.column_stack(columns), dtype=np.float64)
+        else:
+            self._rows = [b"".join(map(_cell, row)) for row in zip(*columns, strict=True)]
+        layout = f"modelcompare-ingest-v1|x:{len(inputs)}|y:{y is not None}|{salt}"
         self._hash = hashlib.sha256(layout.encode())
         self._hashed = 0  # rows already in _hash
 
     def at(self, start: int) -> str:
         assert start >= self._hashed, "keys are asked for in increasing order"
-        self._hash.update(self._rows[self._hashed : start].tobytes())
+        self._hash.update(self._bytes(self._hashed, start))
         self._hashed = start
         head = self._hash.copy()
-        head.update(self._rows[start].tobytes())
+        head.update(self._bytes(start, start + 1))
         return f"rows-{head.hexdigest()[:40]}"
 
-
-def comparison_spec(described: dict[str, Any]) -> ComparisonSpec:
-    """The stored spec, from ``GET /v1/comparisons/{id}`` (no model is built from it: the
-    family may not be installed here)."""
-    models = [ModelSpec(name=m["name"], family=m["family"], package=m.get("package"),
-                        version=m.get("version"), config=m["config"], columns=m["columns"],
-                        prior_weight=m["prior_probability"], target=m.get("target"))
-              for m in described["models"]]
-    fields = ("id", "name", "seed", "created_at", "x_dim", "has_y", "estimator")
-    return ComparisonSpec(**{k: described[k] for k in fields}, models=models)
+    def _bytes(self, start: int, stop: int) -> bytes:
+        rows = self._rows[start:stop]
+        return rows.tobytes() if isinstance(rows, np.ndarray) else b"".join(rows)
 
 
-def check_file(spec: ComparisonSpec, data: FileData, name: str, x_cols: list[str],
-               y_col: str | None) -> None:
-    """What the server would refuse, found before anything is sent: widths, target, labels,
-    and the values each model's y may take as the server describes them (``Target``), naming
-    the first data row a model refuses. A plugin family's own further rules are the server's to
-    apply: such a refusal stops the send at that chunk."""
-    reads = "; ".join(f"{m.name} reads columns {m.columns}" for m in spec.models if m.columns)
-    if spec.x_dim != len(x_cols):
-        wanted = "no --x-cols (no model reads x)" if not spec.x_dim else \
-            f"{spec.x_dim} input columns (x_dim; {reads})"
-        raise CliError(f"comparison {spec.name!r} takes {wanted}, but --x-cols names "
-                       f"{len(x_cols)}" + (f": {', '.join(x_cols)}" if x_cols else ""))
-    if spec.has_y != (y_col is not None):
-        raise CliError(f"comparison {spec.name!r} needs a target: name it with --y-col"
-                       if spec.has_y else
-                       f"no model of comparison {spec.name!r} has a target: leave out --y-col")
-    if data.labels is not None:
-        numeric = [f"{m.name} ({m.family})" for m in spec.models
-                   if m.target is not None and m.target["kind"] != "label"]
-        if numeric:
-            raise CliError(f"column {y_col!r} of {name} holds labels ({', '.join(data.labels)}), "
-                           f"but these models need numbers: {', '.join(numeric)}")
-    refusal = None if data.y is None else first_refusal(spec, torch.from_numpy(data.y))
-    if refusal is not None:
-        hint = ""
-        if data.labels is not None:
-            label = data.labels[int(data.y[refusal.row])]  # type: ignore[index]
-            hint = (f" (label {label!r}; the file has {len(data.labels)} labels, numbered from "
-                    "0)")
-        elif (spec.model(refusal.model).target or {}).get("kind") == "label":
-            hint = ("; class labels are whole numbers from 0 (text labels are numbered for you: "
-                    "sorted, or in --labels order)")
-        raise CliError(refusal.describe(f"data row {refusal.row + 1} of {name}") + hint)
+def _cell(value: Any) -> bytes:
+    if isinstance(value, str):
+        text = value.encode()
+        return len(text).to_bytes(8, "little") + text
+    return np.float64(value).tobytes()
 
 
-def first_refusal(spec: ComparisonSpec, y: torch.Tensor) -> Refusal | None:
-    """The first model (in the spec's order) whose target refuses a value of ``y``, with the
-    first such row, or None."""
-    for model in spec.models:
-        if model.target is None:
-            continue
-        target = Target.of(model.target)
-        refused = torch.nonzero(target.refused(y)).flatten()
-        if refused.numel():
-            row = int(refused[0])
-            return Refusal(model.name, f"{model.family} needs {target.requirement()}", row,
-                           f"y = {float(y[row]):g}")
-    return None
+class Body(NamedTuple):
+    """What ``send`` cuts into chunks: rows of numbers ``x`` with targets ``y`` (a comparison by
+    position), or one table of named columns ``x``, its target among them (by formula)."""
+
+    x: Any  # a numpy array, a pyarrow Table or None: both slice by rows
+    y: np.ndarray | None
+    rows: int
+
+    def part(self, start: int, stop: int) -> tuple[Any, np.ndarray | None]:
+        return (None if self.x is None else self.x[start:stop],
+                None if self.y is None else self.y[start:stop])
 
 
 class Progress(NamedTuple):
@@ -134,7 +106,7 @@ class PartialSend(Exception):
         self.error, self.progress, self.start, self.stop = error, progress, start, stop
 
 
-def send(api: Client, cid: str, data: FileData, size: int, keys: ChunkKeys,
+def send(api: Client, cid: str, data: Body, size: int, keys: ChunkKeys,
          advance: Any) -> tuple[Progress, list[Chunk]]:
     """Send rows ``0 … data.rows − 1`` in chunks of ``size`` (re-runs: see the module's
     docstring), calling ``advance(rows)`` after each chunk; ``PartialSend`` on an error."""
@@ -161,13 +133,12 @@ def send(api: Client, cid: str, data: FileData, size: int, keys: ChunkKeys,
     return progress, chunks
 
 
-def _post(api: Client, cid: str, data: FileData, start: int, stop: int,
+def _post(api: Client, cid: str, data: Body, start: int, stop: int,
           key: str) -> dict[str, Any] | int | None:
     """The server's reply; for a key it holds with another body (409), the rows it holds
     under the key (None when its record does not say)."""
     try:
-        return api.ingest(cid, None if data.x is None else data.x[start:stop],
-                          None if data.y is None else data.y[start:stop], idempotency_key=key)
+        return api.ingest(cid, *data.part(start, stop), idempotency_key=key)
     except ModelCompareError as exc:
         if exc.code != "idempotency_conflict":
             raise
@@ -175,7 +146,7 @@ def _post(api: Client, cid: str, data: FileData, start: int, stop: int,
         return recorded if isinstance(recorded, int) else None
 
 
-def _confirm(api: Client, cid: str, data: FileData, start: int, key: str,
+def _confirm(api: Client, cid: str, data: Body, start: int, key: str,
              recorded: int | None) -> dict[str, Any]:
     """The server's duplicate reply for the ``recorded`` rows from ``start`` that an earlier run
     sent under ``key``; ``CliError`` when these rows are not those."""
@@ -204,27 +175,22 @@ def ingest(args: argparse.Namespace) -> None:
     if args.chunk_size < 1:
         raise CliError("--chunk-size must be at least 1")
     path = existing(args.file)
-    x_cols = [c for item in args.x_cols or [] for c in item.split(",") if c]
-    if not x_cols and args.y_col is None:
-        raise CliError("name the columns to send: --x-cols and/or --y-col")
-    data = read_data(path, x_cols, args.y_col, args.labels)
-    if data.rows == 0:
-        raise CliError(f"{path.name} has no data rows (only a header): nothing to send")
     console = Console(stderr=True, soft_wrap=True, highlight=False)  # lines unwrapped
     with Client(args.url, args.api_key) as api:
-        spec = comparison_spec(api.get_comparison(args.comparison))
+        described = api.get_comparison(args.comparison)
+        spec = comparison_spec(described)
+        data, body, keys, y_col = _read(spec, path, args)
         if data.labels is not None:
-            console.print(f"labels of column {args.y_col!r} → classes: "
+            console.print(f"labels of column {y_col!r} → classes: "
                           + ", ".join(f"{label} = {k}" for k, label in enumerate(data.labels)),
                           markup=False)
-        check_file(spec, data, path.name, x_cols, args.y_col)
+        check_target(spec, data, path.name, y_col)
         columns = (TextColumn("{task.description:>8}"), BarColumn(), MofNCompleteColumn(),
                    TextColumn("rows"))
         try:
             with Bar(*columns, console=console) as bar:
-                task = bar.add_task("sent", total=data.rows)
-                progress, chunks = send(api, args.comparison, data, args.chunk_size,
-                                        ChunkKeys(data, args.key_salt),
+                task = bar.add_task("sent", total=body.rows)
+                progress, chunks = send(api, args.comparison, body, args.chunk_size, keys,
                                         lambda rows: bar.advance(task, rows))
                 evidence = _wait_applied(api, args.comparison, chunks, bar) if args.wait \
                     else api.evidence(args.comparison)
@@ -232,9 +198,36 @@ def ingest(args: argparse.Namespace) -> None:
             console.print(_partial_note(stopped, path.name), markup=False)
             raise stopped.error from None
     console.print(_summary(progress, path.name), markup=False)
-    console.print(evidence_table(evidence))
+    console.print(evidence_table(evidence, formulas(described)))
     if evidence.get("status") == "degraded":
         raise CliError(f"the comparison is degraded: {evidence.get('status_reason')}")
+
+
+def _read(spec: ComparisonSpec, path: Path, args: argparse.Namespace
+          ) -> tuple[FileData | NamedFile, Body, ChunkKeys, str | None]:
+    """The file's rows the comparison reads, checked (``check_target`` aside), what ``send``
+    sends, its keys, and the target column: a comparison by formula names its columns, any
+    other takes them from --x-cols and --y-col."""
+    x_cols = [c for item in args.x_cols or [] for c in item.split(",") if c]
+    data: FileData | NamedFile
+    if spec.variables is not None:
+        if x_cols or args.y_col is not None:
+            raise CliError(takes_names(spec, "--x-cols" if x_cols else "--y-col"))
+        data = read_named(path, spec, target=True, labels=args.labels)
+        body, keys = Body(data.table, None, data.rows), ChunkKeys(data.inputs, data.y,
+                                                                  args.key_salt)
+        y_col = spec.target_column
+    else:
+        if not x_cols and args.y_col is None:
+            raise CliError("name the columns to send: --x-cols and/or --y-col")
+        data = read_data(path, x_cols, args.y_col, args.labels)
+        check_widths(spec, x_cols, args.y_col)
+        inputs = [] if data.x is None else list(data.x.T)
+        body, keys = Body(data.x, data.y, data.rows), ChunkKeys(inputs, data.y, args.key_salt)
+        y_col = args.y_col
+    if data.rows == 0:
+        raise CliError(f"{path.name} has no data rows (only a header): nothing to send")
+    return data, body, keys, y_col
 
 
 def _summary(progress: Progress, name: str) -> str:

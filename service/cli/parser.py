@@ -140,7 +140,7 @@ def _client_commands(commands_: Any) -> None:
         "the probabilities; it must accept every one of them.")
     add.add_argument("comparison", help="the comparison's id")
     add.add_argument("spec", help="model.yaml or model.json: the POST …/models body (name, "
-                     "family, config, columns, prior_probability)")
+                     "family, config, columns or formula, prior_probability)")
     add.set_defaults(run="commands:add_model")
     remove = commands_.add_parser(
         "remove-model", parents=[connection], help="remove a model from a comparison",
@@ -152,13 +152,17 @@ def _client_commands(commands_: Any) -> None:
         "ingest", parents=[connection],
         help="send a CSV or Parquet file's rows in chunks",
         description="Check the whole file against the comparison (columns, values, labels, "
-        "every model's support), then send it in chunks. Re-running it sends nothing twice, "
-        "whatever --chunk-size: each chunk's key hashes the rows up to it.")
+        "every model's support), then send it in chunks. A comparison by formula names the "
+        "columns it reads (sent as Arrow IPC); any other reads --x-cols and --y-col. Re-running "
+        "it sends nothing twice, whatever --chunk-size: each chunk's key hashes the rows up to "
+        "it.")
     ingest.add_argument("file", help="a .csv (header row) or .parquet file")
     ingest.add_argument("--comparison", required=True, help="the comparison's id")
     ingest.add_argument("--x-cols", nargs="+", metavar="COL",
-                        help="input columns, in the order the models read them")
-    ingest.add_argument("--y-col", metavar="COL", help="the target column")
+                        help="input columns, in the order the models read them (not for a "
+                        "comparison by formula)")
+    ingest.add_argument("--y-col", metavar="COL", help="the target column (not for a "
+                        "comparison by formula)")
     ingest.add_argument("--labels", nargs="+", metavar="LABEL",
                         help="class labels of the target in class order (default: text "
                         "labels sorted)")
@@ -198,8 +202,10 @@ def _client_commands(commands_: Any) -> None:
         "per row: the mixture's mean and variance (or class probabilities p0, p1, …), then "
         "each model's.")
     predict.add_argument("comparison", help="the comparison's id")
-    predict.add_argument("file", nargs="?", help="a .csv or .parquet file of inputs")
-    predict.add_argument("--x-cols", nargs="+", metavar="COL", help="the file's input columns")
+    predict.add_argument("file", nargs="?", help="a .csv or .parquet file of inputs (the "
+                         "columns a comparison by formula names)")
+    predict.add_argument("--x-cols", nargs="+", metavar="COL", help="the file's input columns "
+                         "(not for a comparison by formula)")
     predict.add_argument("--x", action="append", metavar="V,V,…",
                          help="one row of inputs, comma-separated (repeat for more rows)")
     predict.add_argument("--json", action="store_true", help="print the API's reply as JSON")

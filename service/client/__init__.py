@@ -7,6 +7,7 @@ compare it with the app's routes, so a route without a client method fails them.
     with Client("http://127.0.0.1:8000") as api:
         cid = api.create_comparison({...})["id"]
         api.ingest(cid, x, y, wait=True)
+        api.ingest(other, frame, wait=True)  # by name: pandas, Polars, pyarrow (Arrow IPC)
         names = [c["name"] for c in api.iter_comparisons()]  # every page, newest first
 
 Reads (GET, predict, expectation) and chunks are retried ``retries`` times on a connection error
@@ -56,8 +57,8 @@ class Client(Routes[Any]):
         method, path, call = request
         for attempt in range(self.retries + 1):
             try:
-                response = self._http.request(method, path, json=call.json, params=call.params,
-                                              headers=call.headers)
+                response = self._http.request(method, path, json=call.json, content=call.content,
+                                              params=call.params, headers=call.headers)
             except httpx.TransportError as exc:
                 result = outcome(self.url, call, attempt, failure=exc)
             else:
@@ -102,7 +103,8 @@ class AsyncClient(Routes[Awaitable[Any]]):
         for attempt in range(self.retries + 1):
             try:
                 response = await self._http.request(method, path, json=call.json,
-                                                     params=call.params, headers=call.headers)
+                                                     content=call.content, params=call.params,
+                                                     headers=call.headers)
             except httpx.TransportError as exc:
                 result = outcome(self.url, call, attempt, failure=exc)
             else:

@@ -14,6 +14,7 @@ import httpx
 import numpy as np
 
 from modelcompare.service.client.errors import ModelCompareError, ServerUnreachable, reply_error
+from modelcompare.service.client.frames import Frame, frame_table
 
 if TYPE_CHECKING:
     from modelcompare.service.client.routes import Routes
@@ -28,11 +29,13 @@ class Endpoint(NamedTuple):
 
 
 class Call(NamedTuple):
-    """What a method adds to its endpoint: a JSON body, query parameters, headers; whether a
-    connection error or 503 is retried (safe for reads, and for chunks thanks to their key);
-    and a conversion of the decoded reply."""
+    """What a method adds to its endpoint: a JSON body or another body (``content``, its type
+    in ``headers``), query parameters, headers; whether a connection error or 503 is retried
+    (safe for reads, and for chunks thanks to their key); and a conversion of the decoded
+    reply."""
 
     json: Any = None
+    content: bytes | None = None
     params: Mapping[str, Any] | None = None
     headers: Mapping[str, str] | None = None
     retry: bool = False
@@ -95,6 +98,11 @@ def values_json(y: Values | None, field: str = "y") -> list[float] | None:
     if y is None:
         return None
     return _finite(y.tolist() if hasattr(y, "tolist") else list(y), field)
+
+
+def columns_json(frame: Frame) -> dict[str, list[Any]]:
+    """A frame as the JSON ``columns`` form: ``{name: [value per row]}``."""
+    return {name: _finite(values, name) for name, values in frame_table(frame).to_pydict().items()}
 
 
 def _finite(data: list[Any], field: str) -> list[Any]:

@@ -15,10 +15,12 @@ from modelcompare.service.client.calls import (
     Rows,
     Values,
     as_arrays,
+    columns_json,
     endpoint,
     rows_json,
     values_json,
 )
+from modelcompare.service.client.frames import ARROW_STREAM, Frame, arrow_stream, is_frame
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 URL_ENV, API_KEY_ENV = "MODELCOMPARE_URL", "MODELCOMPARE_API_KEY"
@@ -78,15 +80,23 @@ class Routes(Generic[T]):
         return Call()
 
     @endpoint("POST", "/v1/comparisons/{cid}/chunks")
-    def ingest(self, cid: str, x: Rows | None = None, y: Values | None = None, *,
+    def ingest(self, cid: str, x: Rows | Frame | None = None, y: Values | None = None, *,
                idempotency_key: str | None = None, wait: bool = False) -> Call:
-        """Queue a chunk (``{"sequence", "rows", "duplicate"}``); ``wait=True``: the evidence
-        once it is applied (or ``"processed": false`` when the server's wait times out). The
-        ``Idempotency-Key`` is ``idempotency_key``, or a fresh one; retries reuse it."""
-        body = {k: v for k, v in (("x", rows_json(x)), ("y", values_json(y))) if v is not None}
+        """Queue a chunk (``{"sequence", "rows", "duplicate"}``): rows ``x`` with targets ``y``,
+        or for a comparison by formula a data frame (pandas, Polars, pyarrow, or anything with
+        ``__arrow_c_stream__`` / ``__dataframe__``) holding its columns by name, target
+        included, sent as an Arrow IPC stream. ``wait=True``: the evidence once it is applied
+        (or ``"processed": false`` when the server's wait times out). The ``Idempotency-Key``
+        is ``idempotency_key``, or a fresh one; retries reuse it."""
+        params = {"wait": "true"} if wait else None
         headers = {"Idempotency-Key": idempotency_key or uuid.uuid4().hex}
-        return Call(json=body, params={"wait": "true"} if wait else None, headers=headers,
-                    retry=True)
+        if is_frame(x):
+            if y is not None:
+                raise TypeError("a data frame holds its target as a named column: leave out y")
+            return Call(content=arrow_stream(x), params=params, retry=True,
+                        headers={**headers, "Content-Type": ARROW_STREAM})
+        body = {k: v for k, v in (("x", rows_json(x)), ("y", values_json(y))) if v is not None}
+        return Call(json=body, params=params, headers=headers, retry=True)
 
     @endpoint("GET", "/v1/comparisons/{cid}/evidence")
     def evidence(self, cid: str) -> Call:
@@ -106,17 +116,24 @@ class Routes(Generic[T]):
         return Call()
 
     @endpoint("POST", "/v1/comparisons/{cid}/predict")
-    def predict(self, cid: str, x: Rows | None = None) -> Call:
-        """The BMA predictive at ``x`` with each model's part; numpy arrays for numpy ``x``."""
+    def predict(self, cid: str, x: Rows | Frame | None = None) -> Call:
+        """The BMA predictive at ``x`` (rows, or a data frame of named inputs as for
+        ``ingest``) with each model's part; numpy arrays for numpy ``x`` or a frame."""
+        if is_frame(x):
+            return Call(content=arrow_stream(x), headers={"Content-Type": ARROW_STREAM},
+                        retry=True, convert=as_arrays)
         return Call(json={"x": rows_json(x)}, retry=True,
                     convert=as_arrays if isinstance(x, np.ndarray) else None)
 
     @endpoint("POST", "/v1/comparisons/{cid}/expectation")
-    def expectation(self, cid: str, model: str, functional: str, x: Rows | None = None, *,
-                    repetitions: int = 100, alpha: float = 0.5, seed: int | None = None) -> Call:
+    def expectation(self, cid: str, model: str, functional: str, x: Rows | Frame | None = None,
+                    *, repetitions: int = 100, alpha: float = 0.5,
+                    seed: int | None = None) -> Call:
         """Debiased posterior expectation of one model: ``functional`` ``"mean"``,
-        ``"second_moment"`` or ``"predictive"`` (at ``x``), with its standard error."""
-        return Call(json={"model": model, "functional": functional, "x": rows_json(x),
+        ``"second_moment"`` or ``"predictive"`` (at ``x``: rows, or a data frame of named
+        inputs), with its standard error."""
+        rows = {"columns": columns_json(x)} if is_frame(x) else {"x": rows_json(x)}
+        return Call(json={"model": model, "functional": functional, **rows,
                           "repetitions": repetitions, "alpha": alpha, "seed": seed}, retry=True)
 
     @endpoint("GET", "/v1/comparisons/{cid}/dead-letters")

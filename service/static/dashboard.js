@@ -375,6 +375,14 @@
     return name.split(/(?<=[_.-])/).flatMap((part, i) => (i ? [element("wbr"), part] : [part]));
   }
 
+  // A model's formula by its right side ("~ bmi + bp"): every model's left side names the same
+  // target. None for a model read by column index (or added since the page loaded).
+  function formulaOf(name) {
+    const model = view.comparison.models.find((m) => m.name === name);
+    const formula = model && model.formula;
+    return formula ? `~ ${formula.slice(formula.indexOf("~") + 1).trim()}` : null;
+  }
+
   // The ELBO covers the rows seen when it was last computed (it is refreshed when n doubles).
   function elboCell(m) {
     if (m.elbo == null) return "—";
@@ -409,6 +417,8 @@
       const family = element("small", null, "muted");
       family.append(" ", ...breakable(m.family));
       name.append(swatch, ...breakable(m.name), family);
+      const formula = formulaOf(m.name);
+      if (formula) name.append(element("small", formula, "formula muted"));
       const seen = hasData(m); // a model that has seen no row has no log Z yet: "—", not 0 ± 0
       const logZ = seen ? plusMinus(m.log_evidence, m.log_evidence_stderr) : "—";
       const factor = seen && reference && m !== reference ? bayesFactor(m, reference) : null;

@@ -27,8 +27,10 @@ from modelcompare.service.api.responses import (
 )
 from modelcompare.service.engine import runner_for
 from modelcompare.service.evidence import evidence_body, model_summaries, prior_probabilities
+from modelcompare.service.formula import check_stored
 from modelcompare.service.limits import LimitExceeded
 from modelcompare.service.schemas import (
+    BaseModelIn,
     ComparisonIn,
     ComparisonSpec,
     ModelIn,
@@ -64,10 +66,15 @@ def describe(meta: Meta) -> dict[str, Any]:
                 "target": m.stored_target(),
                 "config": m.config,
                 "columns": m.columns,
+                "formula": m.formula,
                 "prior_probability": priors[m.name],
             }
             for m in spec.models
         ],
+        "variables": spec.variables,
+        "target_column": spec.target_column,
+        "design": spec.design,
+        "design_formulas": spec.design_formulas,
         "version": meta.version,
         "sequence": meta.sequence,
         "ingested": meta.ingested,
@@ -83,6 +90,20 @@ def initial(spec: ComparisonSpec, name: str, catching_up: bool) -> tuple[dict[st
     summary = {**runner.summary(state, None), "catching_up": catching_up, "failed": None,
                "sequence": 0}
     return summary, state_to_bytes(state)
+
+
+def _check_reading(spec: ComparisonSpec, model: BaseModelIn) -> None:
+    """A model reads a named comparison's columns by formula, a matrix one's by index:
+    ``ValueError`` otherwise, or naming what its formula reads that was never stored."""
+    if spec.design is None and model.formula is not None:
+        raise ValueError(f"model {model.name!r}: this comparison's rows are matrices x without "
+                         'names; give "columns" (indices into x), not "formula"')
+    if spec.design is not None and model.formula is None:
+        raise ValueError(f"model {model.name!r}: this comparison reads named columns "
+                         f"({', '.join(spec.variables or [])}); give a \"formula\", not "
+                         '"columns"')
+    if model.formula is not None:
+        check_stored(model.formula, spec)
 
 
 def _invalid(exc: ValueError) -> ApiError:
@@ -197,9 +218,10 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep, settings: Settings
             raise ApiError(409, "conflict", f"model {body.name!r} exists", {"name": body.name})
         require_families(meta.spec)  # the limits check builds every model
         try:
+            _check_reading(meta.spec, body)
             settings.limits.check_shape(len(meta.spec.models) + 1, None, body.columns or [])
             (weight,) = prior_weights([body], [m.prior_weight for m in meta.spec.models])
-            model = body.spec(weight)
+            model = body.spec(weight, meta.spec.design)
             spec = meta.spec.model_copy(update={"models": [*meta.spec.models, model]})
             settings.limits.check(spec)
         except ValueError as exc:

@@ -25,7 +25,9 @@ from modelcompare.service.api.errors import (
     not_found,
     require_families,
 )
-from modelcompare.service.api.ingest import json_body, parse_chunk, parse_query
+from modelcompare.service.api.ingest import json_or, parse_chunk
+from modelcompare.service.api.named_bodies import CHUNK_MEDIA_TYPES, CSV, QUERY_MEDIA_TYPES
+from modelcompare.service.api.query_rows import parse_predict
 from modelcompare.service.api.responses import (
     ChunkAccepted,
     Evidence,
@@ -37,23 +39,25 @@ from modelcompare.service.api.responses import (
 from modelcompare.service.engine import runner_for
 from modelcompare.service.evidence import mix, prediction_json
 from modelcompare.service.limits import LimitExceeded
-from modelcompare.service.schemas import PredictIn
 from modelcompare.service.store.codec import block_digest
 from modelcompare.service.store.trace import MODEL_FIELDS
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 
-# The body is parsed with numpy (ingest.parse_chunk), not by FastAPI: documented here.
-_CHUNK_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ChunkIn"}}},
-    }
-}
+
+def _body(matrix: str, media_types: tuple[str, ...]) -> dict[str, Any]:
+    """A request body the route parses itself (ingest.parse_chunk, query_rows.parse_predict),
+    not FastAPI: JSON rows by position (``matrix``) or by name, or a table of ``media_types``."""
+    forms = [{"$ref": f"#/components/schemas/{name}"}
+             for name in (matrix, "NamedColumns", "NamedRecords")]
+    tables = {media: {"schema": {"type": "string"} if media == CSV else
+                      {"type": "string", "format": "binary"}} for media in media_types}
+    return {"requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"oneOf": forms}}, **tables}}}
 
 
-@router.post("/chunks", status_code=202, openapi_extra=_CHUNK_BODY,
-             dependencies=[Depends(json_body)],
+@router.post("/chunks", status_code=202, openapi_extra=_body("ChunkIn", CHUNK_MEDIA_TYPES),
+             dependencies=[Depends(json_or(*CHUNK_MEDIA_TYPES))],
              responses={
                  202: {"model": ChunkAccepted, "description": "queued (or, with ?wait=true, not "
                        "applied within wait_timeout: `processed` false)"},
@@ -71,11 +75,15 @@ async def ingest_chunk(
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> JSONResponse:
     """Validate and queue a chunk (202 with its sequence); ``?wait=true``: 200 with evidence
-    (and ``duplicate``: true when the Idempotency-Key had already been accepted)."""
+    (and ``duplicate``: true when the Idempotency-Key had already been accepted). A comparison
+    whose models read named columns takes them as JSON columns or records, CSV, Parquet or an
+    Arrow IPC stream; any other, JSON rows ``x`` and ``y``."""
     body = await request.body()  # at most max_body_bytes: see ingest.BodyLimit
+    content_type = request.headers.get("content-type")
     for _ in range(20):  # validated again when a model was added meanwhile (status "stale")
         meta = await store.meta(cid)
-        block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows)
+        block, rows = await run_in_threadpool(parse_chunk, body, meta.spec, settings.max_rows,
+                                              content_type)
         status, sequence, recorded = await store.ingest(cid, block, rows, block_digest(block),
                                                         idempotency_key, identity,
                                                         meta.models_added,
@@ -164,14 +172,19 @@ async def get_history(cid: str, store: StoreDep) -> dict[str, Any]:
     return {"models": models, "points": points}
 
 
-@router.post("/predict", **returns(Prediction), dependencies=[Depends(json_body)],
+@router.post("/predict", **returns(Prediction), openapi_extra=_body("PredictIn",
+                                                                     QUERY_MEDIA_TYPES),
+             dependencies=[Depends(json_or(*QUERY_MEDIA_TYPES))],
              responses=error_responses(400, 404, 413, 415, 422, 503))
-async def predict(cid: str, body: PredictIn, store: StoreDep,
+async def predict(cid: str, request: Request, store: StoreDep,
                   settings: SettingsDep) -> dict[str, Any]:
-    """BMA predictive at ``x``: the mixture over models by posterior probability, and each part."""
+    """BMA predictive at the query rows (``x``, or by name: JSON columns or records, or an
+    Arrow IPC stream): the mixture over models by posterior probability, and each part."""
+    body = await request.body()  # at most max_query_body_bytes: see ingest.BodyLimit
     spec, evidence, states = await store.states(cid)
     require_families(spec)
-    x = parse_query(body.x, spec, settings.max_query_rows)
+    x = await run_in_threadpool(parse_predict, body, request.headers.get("content-type"), spec,
+                                settings.max_query_rows)
 
     def compute() -> dict[str, Any]:
         parts, mixture_parts = [], []

@@ -16,27 +16,43 @@ from modelcompare.estimators.data.rng import derive_generator
 from modelcompare.models.config import Integer
 from modelcompare.service.api.deps import SettingsDep, StoreDep
 from modelcompare.service.api.errors import ApiError, error_responses, require_families
-from modelcompare.service.api.ingest import json_body, parse_query
+from modelcompare.service.api.ingest import json_body
+from modelcompare.service.api.named_bodies import (
+    NamedColumnValues,
+    NamedRecordValues,
+    matrix_form,
+)
+from modelcompare.service.api.query_rows import parse_named_query, parse_query
 from modelcompare.service.api.responses import ExpectationOut, returns
 from modelcompare.service.engine import runner_for
-from modelcompare.service.schemas import STRICT_JSON, NonNegative, QueryRows
+from modelcompare.service.schemas import STRICT_JSON, ComparisonSpec, NonNegative, QueryRows
 from modelcompare.service.store.codec import decode_block
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 
 
+# The fields that give query rows: by position, or by name (a comparison with named columns).
+ROW_FIELDS = {"x": "array", "columns": "object", "records": "array"}
+
+
 class ExpectationIn(BaseModel):
     """``functional``: parameter ``mean``, ``second_moment`` (unconstrained θ, as the model
-    defines it) or ``predictive`` at rows ``x``; ``repetitions`` R and truncation rate ``alpha``
-    of P(T = t) ∝ 2^(−αt); ``seed`` null: derived from the comparison's seed and sequence."""
+    defines it) or ``predictive`` at query rows (``x``, or by name ``columns`` or ``records``,
+    as the comparison takes its chunks); ``repetitions`` R and truncation rate ``alpha`` of
+    P(T = t) ∝ 2^(−αt); ``seed`` null: derived from the comparison's seed and sequence."""
 
-    model_config = ConfigDict(**STRICT_JSON, json_schema_extra={  # "predictive" needs rows x
+    model_config = ConfigDict(**STRICT_JSON, json_schema_extra={  # "predictive" needs rows
         "if": {"properties": {"functional": {"const": "predictive"}}, "required": ["functional"]},
-        "then": {"required": ["x"], "properties": {"x": {"type": "array"}}},
+        "then": {"anyOf": [{"required": [name], "properties": {name: {"type": kind}}}
+                           for name, kind in ROW_FIELDS.items()]},
     })
     model: str = Field(description="a model of this comparison")
     functional: Literal["mean", "second_moment", "predictive"]
     x: QueryRows | None = Field(default=None, description="query rows for predictive")
+    columns: NamedColumnValues | None = Field(
+        default=None, description="query rows for predictive, by column name")
+    records: NamedRecordValues | None = Field(
+        default=None, description="query rows for predictive, as records of named values")
     repetitions: Integer = Field(default=100, ge=1, le=10_000)
     alpha: float = Field(default=0.5, gt=0.0, lt=1.0)
     seed: NonNegative | None = None
@@ -53,11 +69,7 @@ async def expectation(cid: str, body: ExpectationIn, store: StoreDep,
     if body.model not in {m.name for m in spec.models}:
         raise ApiError(422, "unknown_model", f"comparison {cid!r} has no model {body.model!r}",
                        {"id": cid, "model": body.model})
-    if body.functional == "predictive" and body.x is None:
-        raise ApiError(422, "invalid_request", 'functional "predictive" needs x',
-                       {"field": "x"})
-    predictive = body.functional == "predictive"
-    x = parse_query(body.x, spec, settings.max_query_rows) if predictive else None
+    x = _query_rows(body, spec, settings.max_query_rows)
     blocks = []  # block i holds the rows of chunk i + 1; the first ``sequence`` are applied
     if meta.sequence > 0:
         blocks = await store.client.lrange(store.keys(cid).blocks, 0, meta.sequence - 1)
@@ -91,3 +103,19 @@ async def expectation(cid: str, body: ExpectationIn, store: StoreDep,
         }
 
     return await asyncio.to_thread(compute)
+
+
+def _query_rows(body: ExpectationIn, spec: ComparisonSpec, max_rows: int) -> torch.Tensor | None:
+    """The rows of a predictive functional (None for the others), given in the one field that
+    the comparison's form takes: ``x`` by position, ``columns`` or ``records`` by name."""
+    if body.functional != "predictive":
+        return None
+    given = [name for name in ROW_FIELDS if getattr(body, name) is not None]
+    if len(given) != 1:
+        raise ApiError(422, "invalid_request", 'functional "predictive" needs its rows in one '
+                       f"of x, columns or records, got {len(given)}", {"field": given})
+    if given == ["x"]:
+        return parse_query(body.x, spec, max_rows)
+    if spec.design is None:
+        raise matrix_form(spec)
+    return parse_named_query({given[0]: getattr(body, given[0])}, spec, max_rows)

@@ -259,6 +259,45 @@ def test_long_names_fit_the_window_without_scrolling_sideways(
     assert console_errors == []
 
 
+# Four models by formula with 24-character names, formulas of up to 40 characters.
+FORMULA_MODELS = [
+    {"name": name, "family": "linear_regression", "formula": formula, "config": {}}
+    for name, formula in (("regression_with_inputs_1", "target ~ a + b + c + d + a:b + a:c + b:d"),
+                          ("regression_with_inputs_2", "target ~ a + b + c + a:b + a:c + b:c"),
+                          ("regression_with_inputs_3", "target ~ a + b + d + a:b + a:d + b:d"),
+                          ("regression_with_one_input", "target ~ a"))
+]
+
+
+@pytest.mark.parametrize(("width", "height"), [(800, 600), (1024, 768)])
+def test_formulas_show_under_the_names_and_fit_the_window(
+    browser: Browser, console_errors: list[str], embedded_server: Server, width: int, height: int
+) -> None:
+    body = {"name": "formulas", "models": FORMULA_MODELS, "estimator": {"method": "exact"}}
+    x, y = regression_data(40, seed=6)
+    columns = {**{name: x[:, j].tolist() for j, name in enumerate("abcd")}, "target": y.tolist()}
+    with embedded_server.client() as client:
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        applied = client.post(f"/v1/comparisons/{cid}/chunks?wait=true",
+                              json={"columns": columns})
+        assert applied.is_success, applied.text
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+    try:
+        page.goto(f"{embedded_server.url}/#{cid}")
+        page.wait_for_function(HEADLINE_HAS_POINTS, arg=4, timeout=10_000)
+        shown = page.locator("#evidence-table td:first-child small.formula").all_inner_texts()
+        assert shown == ["~ " + m["formula"].partition("~ ")[2] for m in FORMULA_MODELS]
+        widths = page.evaluate(WIDTHS)
+        print(f"[content, box] widths at {width} px: {widths}")
+        assert widths["page"] == [width, width], widths
+        assert all(content <= box for content, box in widths.values()), widths
+    finally:
+        context.close()
+    assert console_errors == []
+
+
 def test_an_elbo_over_fewer_rows_is_marked(page: Page, console_errors: list[str],
                                            embedded_server: Server) -> None:
     """The ELBO is refreshed when a model's rows double: after 40 + 20 rows it covers 40, and

@@ -222,10 +222,11 @@ def test_a_worker_reads_ahead_a_bounded_number_of_bytes(
 
 
 class Spec:
-    """What parse_chunk reads of a comparison, with no model to refuse rows."""
+    """What parse_chunk reads of a comparison, by position (no named design), with no model
+    to refuse rows."""
 
     def __init__(self, x_dim: int, has_y: bool) -> None:
-        self.x_dim, self.has_y, self.models = x_dim, has_y, []
+        self.x_dim, self.has_y, self.models, self.design = x_dim, has_y, [], None
 
     def unavailable(self) -> None:  # every family of no model is here
         return None

@@ -211,4 +211,4 @@ def test_an_unknown_key_names_the_valid_ones_and_the_closest(start_server: Start
         assert added.json()["error"]["message"] == (
             "body.gamma_poisson.config: unknown key 'shap' (did you mean 'shape'? valid keys: "
             "shape, rate); body.gamma_poisson: unknown key 'prior' (valid keys: name, family, "
-            "config, columns, prior_probability)")
+            "config, columns, formula, prior_probability)")

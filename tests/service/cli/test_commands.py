@@ -298,7 +298,7 @@ def test_watch_follows_updates(embedded_server: Server,
         (["remove-model", "{cid}", "nope"],
          "the server refused: not_found: no model 'nope' in comparison '{cid}'"),
         (["add-model", "{cid}", "{tmp}/list.yaml"], "list.yaml must hold one model (name, "
-         "family, config, columns, prior_probability)"),
+         "family, config, columns or formula, prior_probability)"),
         (["watch", "nope"], "the server refused: not_found: no comparison with id 'nope'"),
         (["watch", "{cid}", "--url", "http://127.0.0.1:9"],
          "cannot reach http://127.0.0.1:9: "),
