@@ -3,9 +3,11 @@
 ``render()`` is docs/reference/settings.md (every estimator setting, from
 ``modelcompare.estimators.METHODS[method].settings``) and ``render_service()`` is
 docs/reference/service-settings.md (every ``MODELCOMPARE_*`` setting, from
-``modelcompare.service.core.config.Settings``). Defaults, bounds and the methods come from the
-records; the one-line meanings from the estimator records' field descriptions and, for the service,
-from ``SERVICE_MEANINGS`` below. tests/test_docs.py holds the committed files to these functions.
+``modelcompare.service.core.config.Settings``). Defaults, bounds, the methods and the tiers
+(everyday, or advanced: ``modelcompare.estimators.settings.is_advanced``) come from the records,
+the values the API refuses from ``modelcompare.service.schemas.REFUSED``; the one-line meanings
+from the estimator records' field descriptions and, for the service, from ``SERVICE_MEANINGS``
+below. tests/test_docs.py holds the committed files to these functions.
 
     python docs/settings_reference.py     # rewrite both files
 """
@@ -21,7 +23,9 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from modelcompare.estimators import METHODS
+from modelcompare.estimators.settings import is_advanced
 from modelcompare.service.core.config import Settings
+from modelcompare.service.schemas import REFUSED
 
 ROOT = Path(__file__).resolve().parent.parent
 ESTIMATOR_PAGE = ROOT / "docs" / "reference" / "settings.md"
@@ -30,14 +34,11 @@ SERVICE_PAGE = ROOT / "docs" / "reference" / "service-settings.md"
 # The order methods are named in a row: the streaming methods, then the full-data references.
 METHOD_ORDER = ("sgais", "sequential", "minibatch_mh", "hybrid", "ais", "nested", "exact")
 
-# (heading, introduction, setting names). A setting not named here lands in "Other settings", so a
-# new setting is documented the moment it exists; a name may sit in one group only.
+# The advanced settings by topic: (heading, introduction, setting names). The everyday settings
+# (those without the records' advanced mark) come first, in one table. An advanced setting not
+# named here lands in "Other advanced settings", so a new setting is documented the moment it
+# exists; a name may sit in one group only.
 ESTIMATOR_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("Everyday settings",
-     "The settings worth knowing on day one. Everything below them is best left at its default "
-     "unless a measurement says otherwise.",
-     ("particles", "islands", "device", "ess_target", "resample_threshold", "full_batch_rows",
-      "batch_size", "mh_correction", "restart_growth", "live_points", "nested_rows")),
     ("Exact HMC moves",
      "While the past is small (n ≤ `full_batch_rows`), and in the `ais` reference, particles move "
      "by exact, Metropolis-corrected HMC on the full data.",
@@ -45,18 +46,19 @@ ESTIMATOR_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("SGHMC moves",
      "Past the exact phase the moves are SGHMC on minibatches of the past and of the piece being "
      "annealed in (random-walk Metropolis for `minibatch_mh`).",
-     ("steps", "lr", "friction", "preconditioner", "noise_friction", "piece_batch_size",
-      "gradient_dtype", "control_variates", "anchor_growth", "anchor_drift")),
+     ("steps", "lr", "friction", "preconditioner", "noise_friction", "mh_correction",
+      "piece_batch_size", "gradient_dtype", "control_variates", "anchor_growth", "anchor_drift")),
     ("Annealing and surprise",
      "How a piece is annealed in, and what happens after a piece that was hard to anneal "
      "(a change point in the data).",
-     ("resampling", "max_annealing_steps", "surprise_steps", "surprise_ess", "surprise_moves",
-      "surprise_ess_target", "surprise_move_steps", "surprise_particles", "max_steps")),
+     ("ess_target", "resample_threshold", "resampling", "max_annealing_steps", "surprise_steps",
+      "surprise_ess", "surprise_moves", "surprise_ess_target", "surprise_move_steps",
+      "surprise_particles", "max_steps")),
     ("The log evidence and its standard error", "",
      ("increment_control", "standard_error")),
     ("Re-estimates over the shuffled rows",
      "When the particle system breaks, log Z is estimated again over the rows seen in a random "
-     "order (`restart_growth` above turns this on and off).",
+     "order (the everyday `restart_growth` turns this on and off).",
      ("restart_min_rows", "restart_max_rows")),
     ("Nested sampling",
      "The `nested` reference, and the nested-sampling start of `hybrid`.",
@@ -73,13 +75,18 @@ def number(value: float, integer: bool) -> str:
     return f"{value:_}" if integer else f"{value:g}"
 
 
-def setting_range(field: FieldInfo) -> str:
+def choice(value: object, refused: object) -> str:
+    shown = str(value).lower() if isinstance(value, bool) else str(value)
+    return f"`{shown}`" + (" (library only)" if value == refused else "")
+
+
+def setting_range(field: FieldInfo, refused: object = None) -> str:
     """A setting's range: [low, high] (a bracket open where the bound is strict), its choices, or
-    its booleans."""
+    its booleans; ``refused``, a value the API refuses, is marked library only."""
     if field.annotation is bool:
-        return "`true`, `false`"
+        return ", ".join(choice(value, refused) for value in (True, False))
     if typing.get_origin(field.annotation) is typing.Literal:
-        return ", ".join(f"`{choice}`" for choice in typing.get_args(field.annotation))
+        return ", ".join(choice(value, refused) for value in typing.get_args(field.annotation))
     if field.annotation is str:
         return "`cpu`, `cuda[:k]`"
     integer = field.annotation is int
@@ -99,13 +106,18 @@ def setting_range(field: FieldInfo) -> str:
 Row = tuple[str, str, str, str]  # name, default, range, meaning
 
 
-def estimator_rows() -> dict[Row, list[str]]:
-    """Each distinct (setting, default, range, meaning) with the methods that share it."""
+def estimator_rows(advanced: bool) -> dict[Row, list[str]]:
+    """Each distinct (setting, default, range, meaning) of one tier with the methods that share
+    it."""
     rows: dict[Row, list[str]] = {}
     for method in method_order():
         record: type[BaseModel] = METHODS[method].settings
         for name, field in record.model_fields.items():
-            key = (name, repr(field.default), setting_range(field), field.description or "")
+            if is_advanced(field) != advanced:
+                continue
+            refused = REFUSED[name].value if name in REFUSED else None
+            key = (name, repr(field.default), setting_range(field, refused),
+                   field.description or "")
             rows.setdefault(key, []).append(method)
     return rows
 
@@ -121,11 +133,12 @@ def table(rows: Iterable[tuple[Row, list[str]]]) -> list[str]:
 
 def render() -> str:
     """docs/reference/settings.md."""
-    rows = estimator_rows()
+    rows = estimator_rows(advanced=True)
     placed = [name for _, _, names in ESTIMATOR_GROUPS for name in names]
     assert len(placed) == len(set(placed)), "a setting is in two groups"
     groups = [*ESTIMATOR_GROUPS,
-              ("Other settings", "", tuple(sorted({row[0] for row in rows} - set(placed))))]
+              ("Other advanced settings", "",
+               tuple(sorted({row[0] for row in rows} - set(placed))))]
     lines = [
         "# Estimator settings",
         "",
@@ -150,13 +163,28 @@ def render() -> str:
         "a setting that multiplies an update's cost at 4–16× its default. Several settings at "
         "their caps multiply; the service's per-update compute budget (`UPDATE_BUDGET`, "
         "[limits](../guide/limits.md)) bounds that.",
+        "",
+        "## Everyday settings",
+        "",
+        "The settings worth knowing on day one; the OpenAPI document lists them first.",
+        "",
+        *table(estimator_rows(advanced=False).items()),
+        "",
+        "## Advanced settings",
+        "",
+        "Best left at their defaults unless a measurement says otherwise: the records mark them "
+        'advanced, and the OpenAPI document marks them `"x-advanced": true` after the everyday '
+        "ones. A value marked *library only* is taken by the library and the benchmarks; the "
+        "service refuses it (HTTP 422 with the reason), the project's measurements showing it "
+        "worse for users: [what the service does not offer]"
+        "(../guide/estimators.md#what-the-service-does-not-offer).",
     ]
     for heading, intro, names in groups:
         chosen = [(row, methods) for name in names for row, methods in rows.items()
                   if row[0] == name]
         if not chosen:
             continue
-        lines += ["", f"## {heading}", ""]
+        lines += ["", f"### {heading}", ""]
         if intro:
             lines += [intro, ""]
         lines += table(chosen)

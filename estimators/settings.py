@@ -7,25 +7,56 @@ The upper bounds keep one update of one chunk from holding a worker for long: ea
 that multiplies the cost of an update at 4–16× its default (docs/reference/settings.md).
 Several settings at their caps at once multiply; the per-update ``Deadline`` is what bounds
 that.
+
+Settings come in two tiers. An everyday setting is one a user may well change on day one; every
+other field is ``Advanced[...]``, marked ``"x-advanced": true`` in the JSON schema (so in the
+service's OpenAPI document) and listed after the everyday ones there; the settings reference reads
+the same mark (``is_advanced``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Self
+from typing import Annotated, Any, Self, TypeVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.fields import FieldInfo
+from pydantic.json_schema import JsonDict
 
 from modelcompare.estimators.errors import EstimatorConfigError
 from modelcompare.estimators.moves.hmc import HMCParams
 from modelcompare.models.config import unknown_key
 
+_MARK: JsonDict = {"x-advanced": True}
+T = TypeVar("T")
+# An advanced setting (``hmc_step: Advanced[float] = Field(...)``): best left at its default unless
+# a measurement says otherwise. A setting without the mark is an everyday one.
+Advanced = Annotated[T, Field(json_schema_extra=_MARK)]
+
+
+def _marked(extra: object) -> bool:
+    return isinstance(extra, dict) and _MARK.items() <= extra.items()
+
+
+def is_advanced(field: FieldInfo) -> bool:
+    return _marked(field.json_schema_extra)
+
+
+def _everyday_first(schema: JsonDict) -> None:
+    # Pydantic orders fields by their first declaration along the bases, which the groups of
+    # settings fix; the schema lists the everyday ones first, each tier in that order.
+    properties = schema["properties"]
+    assert isinstance(properties, dict)
+    schema["properties"] = dict(sorted(properties.items(), key=lambda item: _marked(item[1])))
+
 
 class Settings(BaseModel):
     """The base of every method's settings: strict types, no unknown keys, immutable."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", strict=True, json_schema_extra=_everyday_first
+    )
 
     device: str = Field(
         "cpu",
@@ -81,16 +112,16 @@ class ParticleSettings(Settings):
 
 
 class HMCSettings(Settings):
-    hmc_step: float = Field(
+    hmc_step: Advanced[float] = Field(
         0.16,
         gt=0.0,
         le=2.0,
         description="leapfrog step of the exact HMC moves, in units of the particle spread (±50%)",
     )
-    leapfrog_steps: int = Field(
+    leapfrog_steps: Advanced[int] = Field(
         10, ge=1, le=100, description="leapfrog steps of each exact HMC move"
     )
-    hmc_moves: int = Field(
+    hmc_moves: Advanced[int] = Field(
         8,
         ge=1,
         le=64,
@@ -103,12 +134,12 @@ class HMCSettings(Settings):
 
 
 class LadderSettings(Settings):
-    ess_target: float = Field(
+    ess_target: Advanced[float] = Field(
         0.8,
         gt=0.0,
         le=0.99,
         description="conditional-ESS fraction each annealing step keeps (bisection on Δ)",
     )
-    resample_threshold: float = Field(
+    resample_threshold: Advanced[float] = Field(
         0.5, ge=0.0, le=1.0, description="resample when ESS / M falls below this"
     )

@@ -19,6 +19,9 @@ import pytest
 import torch
 import yaml
 
+from modelcompare.estimators import METHODS
+from modelcompare.estimators.settings import is_advanced
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
@@ -96,6 +99,19 @@ def test_the_settings_references_are_generated_from_the_records() -> None:
         "run python docs/settings_reference.py")
     assert (DOCS / "reference" / "service-settings.md").read_text() == module.render_service(), (
         "run python docs/settings_reference.py")
+
+
+def test_the_settings_reference_lists_the_everyday_settings_first() -> None:
+    page = (DOCS / "reference" / "settings.md").read_text()
+    sections = [line for line in page.splitlines() if line.startswith("## ")]
+    assert sections == ["## Everyday settings", "## Advanced settings"]
+    everyday = page.split("## Everyday settings")[1].split("## Advanced settings")[0]
+    named = set(re.findall(r"^\| `(\w+)` \|", everyday, re.MULTILINE))
+    records = [METHODS[m].settings for m in METHODS]
+    assert named == {name for record in records for name, field in record.model_fields.items()
+                     if not is_advanced(field)}
+    advanced = page.split("## Advanced settings")[1]
+    assert "`delta` (library only)" in advanced and "`false` (library only)" in advanced
 
 
 def test_the_limits_table_matches_the_service_settings() -> None:

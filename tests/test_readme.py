@@ -21,6 +21,7 @@ import torch
 
 from modelcompare.estimators import METHODS
 from modelcompare.models import FAMILIES, ModelConfigError
+from modelcompare.service.schemas import REFUSED
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -146,12 +147,18 @@ def test_model_family_tables_match_the_code() -> None:
 
 def setting_range(record: type, name: str) -> str:
     """How the settings reference writes a setting's range: [low, high] (brackets open where the
-    bound is strict), its choices, or its booleans."""
+    bound is strict), its choices, or its booleans; a value the API refuses is library only."""
     field = record.model_fields[name]
+    refused = REFUSED[name].value if name in REFUSED else None
+
+    def choice(value: object) -> str:
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        return f"`{shown}`" + (" (library only)" if value == refused else "")
+
     if field.annotation is bool:
-        return "`true`, `false`"
+        return f"{choice(True)}, {choice(False)}"
     if typing.get_origin(field.annotation) is typing.Literal:
-        return ", ".join(f"`{choice}`" for choice in typing.get_args(field.annotation))
+        return ", ".join(choice(value) for value in typing.get_args(field.annotation))
     if field.annotation is str:
         return "`cpu`, `cuda[:k]`"
     number = (lambda v: f"{v:_}") if field.annotation is int else (lambda v: f"{v:g}")

@@ -17,7 +17,13 @@ from modelcompare.estimators.moves.sghmc import SGHMCParams
 from modelcompare.estimators.online.restart import Restart
 from modelcompare.estimators.online.surprise import Surprise
 from modelcompare.estimators.references.nested import NestedSettings
-from modelcompare.estimators.settings import HMCSettings, LadderSettings, ParticleSettings, Settings
+from modelcompare.estimators.settings import (
+    Advanced,
+    HMCSettings,
+    LadderSettings,
+    ParticleSettings,
+    Settings,
+)
 
 
 class ExactPhaseSettings(HMCSettings):
@@ -27,7 +33,7 @@ class ExactPhaseSettings(HMCSettings):
         le=2000,
         description="exact, Metropolis-corrected HMC moves on the full past while n ≤ this",
     )
-    gradient_dtype: Literal["float32", "float64"] = Field(
+    gradient_dtype: Advanced[Literal["float32", "float64"]] = Field(
         "float32",
         description="arithmetic of the moves' likelihood gradients (exact HMC's leapfrog, plain "
         "SGHMC and its noise estimate): float32 about halves their cost; Metropolis tests, "
@@ -43,18 +49,18 @@ class PastDataSettings(Settings):
     batch_size: int = Field(
         100, ge=1, le=4096, description="minibatch size drawn with replacement from the past"
     )
-    control_variates: bool = Field(
+    control_variates: Advanced[bool] = Field(
         True,
         description="minibatch gradients anchored at the weighted particle mean (false: plain "
         "minibatch gradients, whose noise biases log Z by tens of nats on softmax regression)",
     )
-    anchor_growth: float = Field(
+    anchor_growth: Advanced[float] = Field(
         1.02,
         gt=1.0,
         le=10.0,
         description="re-anchor once n has grown by this factor since the last anchor",
     )
-    anchor_drift: float = Field(
+    anchor_drift: Advanced[float] = Field(
         1.0,
         gt=0.0,
         le=1000.0,
@@ -64,29 +70,31 @@ class PastDataSettings(Settings):
 
 
 class SGHMCSettings(Settings):
-    steps: int = Field(
+    steps: Advanced[int] = Field(
         20, ge=1, le=200, description="SGHMC steps per move (one move per annealing step)"
     )
-    lr: float = Field(
+    lr: Advanced[float] = Field(
         0.025,
         gt=0.0,
         le=10.0,
         description="SGHMC learning rate: η = lr / n (identity) or lr in the particle metric",
     )
-    friction: float = Field(0.1, gt=0.0, le=1.0, description="SGHMC momentum decay α per step")
-    preconditioner: Literal["identity", "particles"] = Field(
+    friction: Advanced[float] = Field(
+        0.1, gt=0.0, le=1.0, description="SGHMC momentum decay α per step"
+    )
+    preconditioner: Advanced[Literal["identity", "particles"]] = Field(
         "particles",
         description="SGHMC mass: inverse mass = weighted particle covariance, or identity",
     )
-    mh_correction: Literal["none", "barker"] = Field(
+    mh_correction: Advanced[Literal["none", "barker"]] = Field(
         "none",
         description="barker: accept or reject each SGHMC trajectory by the minibatch Barker test",
     )
-    noise_friction: bool = Field(
+    noise_friction: Advanced[bool] = Field(
         True, description="raise SGHMC's friction by its estimated minibatch-gradient noise"
     )
 
-    piece_batch_size: int = Field(
+    piece_batch_size: Advanced[int] = Field(
         100,
         ge=1,
         le=4096,
@@ -124,26 +132,26 @@ class AnnealingSettings(LadderSettings):
             raise ValueError(f"restart_growth must be 0 or at least 1.5, got {self.restart_growth}")
         return self
 
-    resampling: Literal["systematic", "stratified", "residual", "multinomial"] = Field(
+    resampling: Advanced[Literal["systematic", "stratified", "residual", "multinomial"]] = Field(
         "systematic", description="resampling scheme"
     )
-    max_annealing_steps: int = Field(
+    max_annealing_steps: Advanced[int] = Field(
         1000,
         ge=1,
         le=10_000,
         description="annealing steps per piece; more raise EstimatorError (a safeguard)",
     )
-    surprise_steps: int = Field(
+    surprise_steps: Advanced[int] = Field(
         8,
         ge=1,
         le=10_000,
         description="a piece annealed in more steps than this is surprising: re-anchor and "
         "make surprise_moves more moves",
     )
-    surprise_ess: float = Field(
+    surprise_ess: Advanced[float] = Field(
         0.1, ge=0.0, le=1.0, description="a piece whose ESS / M fell below this is surprising"
     )
-    surprise_moves: int = Field(
+    surprise_moves: Advanced[int] = Field(
         5, ge=0, le=100, description="extra moves at λ = 1 after a surprising piece (0: none)"
     )
     restart_growth: float = Field(
@@ -156,16 +164,16 @@ class AnnealingSettings(LadderSettings):
         "this many times the rows of the last re-estimate (0: never; else at least 1.5): each "
         "costs what the rows seen cost",
     )
-    restart_min_rows: int = Field(
+    restart_min_rows: Advanced[int] = Field(
         1000, ge=0, le=10**9, description="no re-estimate before n reaches this"
     )
-    restart_max_rows: int = Field(
+    restart_max_rows: Advanced[int] = Field(
         20_000,
         ge=0,
         le=10**9,
         description="no re-estimate once n is past this (the pass runs inside one update)",
     )
-    standard_error: Literal["genealogy", "delta"] = Field(
+    standard_error: Advanced[Literal["genealogy", "delta"]] = Field(
         "genealogy",
         description="log Z's stderr: from the particles' Eve groups per piece (across the "
         "selection back to M particles that ends a widened piece), or the sum of per-step "
@@ -180,23 +188,23 @@ class SequentialSettings(SGHMCSettings, PastDataSettings, ExactPhaseSettings, Pa
 class SGAISSettings(AnnealingSettings, SequentialSettings):
     """``sgais``: ESS-adaptive annealing, resampling, SGHMC moves (exact HMC while n is small)."""
 
-    surprise_ess_target: float = Field(
+    surprise_ess_target: Advanced[float] = Field(
         0.98,
         gt=0.0,
         le=0.99,
         description="ESS target of a piece's annealing steps past surprise_steps (after the "
         "exact phase)",
     )
-    increment_control: Literal["score", "none"] = Field(
+    increment_control: Advanced[Literal["score", "none"]] = Field(
         "score",
         description="score: the first annealing step of each piece corrected by control variates, "
         "the score of the past's posterior at each particle (two more minibatch gradients per "
         "piece), where particles ≥ 4 × (parameters + 1); none: plain increments",
     )
-    surprise_move_steps: int = Field(
+    surprise_move_steps: Advanced[int] = Field(
         60, ge=1, le=200, description="SGHMC steps per move in a piece's steps past surprise_steps"
     )
-    surprise_particles: int = Field(
+    surprise_particles: Advanced[int] = Field(
         4,
         ge=1,
         le=16,
@@ -226,7 +234,7 @@ class MinibatchMHSettings(
     """``minibatch_mh``: SG-AIS whose minibatch moves are random-walk Metropolis steps accepted
     by the minibatch Barker test."""
 
-    steps: int = Field(
+    steps: Advanced[int] = Field(
         20, ge=1, le=200, description="random-walk MH steps per move (one move per annealing step)"
     )
 
@@ -238,10 +246,10 @@ class HybridSettings(SGAISSettings):
         100, ge=1, le=1000, description="rows absorbed by nested sampling before SG-AIS"
     )
     live_points: int = Field(256, ge=2, le=4096, description="nested-sampling live points")
-    nested_parallel: int = Field(
+    nested_parallel: Advanced[int] = Field(
         16, ge=1, le=1024, description="points the nested run replaces per iteration"
     )
-    islands: int = Field(1, ge=1, le=1, description="hybrid runs one particle system")
+    islands: Advanced[int] = Field(1, ge=1, le=1, description="hybrid runs one particle system")
 
     @model_validator(mode="after")
     def _fewer_walkers_than_live_points(self) -> HybridSettings:

@@ -30,7 +30,12 @@ from modelcompare.estimators.references.batch import (
     full_log_likelihood_and_grad,
     rerun_estimator,
 )
-from modelcompare.estimators.settings import HMCSettings, LadderSettings, ParticleSettings
+from modelcompare.estimators.settings import (
+    Advanced,
+    HMCSettings,
+    LadderSettings,
+    ParticleSettings,
+)
 from modelcompare.estimators.smc.resampling import resample_below, systematic
 from modelcompare.estimators.smc.temperature import adaptive
 from modelcompare.estimators.smc.tempered import (
@@ -46,7 +51,7 @@ from modelcompare.models import Model
 class AISSettings(LadderSettings, HMCSettings, ParticleSettings):
     """``ais``: annealed importance sampling from the prior on all rows, re-run per update."""
 
-    max_steps: int = Field(
+    max_steps: Advanced[int] = Field(
         10_000,
         ge=1,
         le=100_000,

@@ -42,7 +42,7 @@ from modelcompare.estimators.references.batch import (
     full_log_likelihood_and_grad,
     rerun_estimator,
 )
-from modelcompare.estimators.settings import Settings
+from modelcompare.estimators.settings import Advanced, Settings
 from modelcompare.estimators.smc.covariance import particle_scale
 from modelcompare.estimators.smc.weights import log_normalize
 from modelcompare.models import Model
@@ -55,31 +55,31 @@ class NestedSettings(Settings):
     """``nested``: nested sampling with reflective-HMC constrained moves, re-run per update."""
 
     live_points: int = Field(256, ge=2, le=4096, description="nested-sampling live points")
-    parallel: int = Field(
+    parallel: Advanced[int] = Field(
         16, ge=1, le=1024, description="k: points removed and walkers evolved per iteration"
     )
-    stop_fraction: float = Field(
+    stop_fraction: Advanced[float] = Field(
         0.01,
         gt=0.0,
         le=1.0,
         description="stop once the live points' bound on the rest is below this · Ẑ",
     )
-    hmc_step: float = Field(
+    hmc_step: Advanced[float] = Field(
         0.3,
         gt=0.0,
         le=10.0,
         description="leapfrog step in units of the live points' spread (jittered ±50%)",
     )
-    leapfrog_steps: int = Field(
+    leapfrog_steps: Advanced[int] = Field(
         10, ge=1, le=100, description="leapfrog steps of each constrained trajectory"
     )
     # Several short trajectories decorrelate better than one long one: a billiard in a
     # near-spherical contour nearly conserves angular momentum, so one trajectory keeps its
     # distance from the centre.
-    trajectories: int = Field(
+    trajectories: Advanced[int] = Field(
         3, ge=1, le=50, description="constrained trajectories (fresh momentum each) per new point"
     )
-    max_iterations: int = Field(
+    max_iterations: Advanced[int] = Field(
         1_000_000,
         ge=1,
         le=10_000_000,

@@ -1,12 +1,9 @@
 """Relays published evidence updates to this process's websockets and waiting requests.
 
-On one node: one pattern subscription per API process. In a Redis Cluster the updates are
-published on sharded channels (they stay on the comparison's shard), which take no patterns: the
-process subscribes to the channel of each comparison it has local subscribers for, and, once
-subscribed, reads the comparison's evidence afresh, so an update published before the
-subscription took effect is not missed. Each local subscriber keeps only the newest update
-(a slow client skips intermediate versions instead of building a backlog). When the server shuts
-down, ``close`` ends every wait at once (``Closing``).
+The updates come from the store (``modelcompare.service.store.updates.UpdateFeed``), for the
+comparisons this process has local subscribers for. Each local subscriber keeps only the newest
+update (a slow client skips intermediate versions instead of building a backlog). When the
+server shuts down, ``close`` ends every wait at once (``Closing``).
 """
 
 from __future__ import annotations
@@ -14,19 +11,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 from collections.abc import Iterator
 from typing import Any
 
-import redis.asyncio as aioredis
-from redis.asyncio.cluster import ClusterPubSub
-from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
-from redis.exceptions import RedisClusterException
-
-from modelcompare.service.store.connection import AsyncClient, is_cluster
-from modelcompare.service.store.keys import Keys, comparison_id_from_channel, updates_pattern
-
-log = logging.getLogger("modelcompare.broadcast")
+from modelcompare.service.store.updates import UpdateFeed
 
 
 class Closing(Exception):
@@ -66,22 +54,18 @@ class Subscription:
 
 
 class Broadcaster:
-    def __init__(self, client: AsyncClient, prefix: str) -> None:
-        self._client = client
-        self._prefix = prefix
+    def __init__(self, feed: UpdateFeed) -> None:
+        self._feed = feed
         self._subscribers: dict[str, set[Subscription]] = {}
         # comparison -> its newest update and that update's websocket message, encoded once
         self._messages: dict[str, tuple[dict[str, Any], str]] = {}
-        self._changed = asyncio.Event()  # the set of comparisons with subscribers changed
-        # cluster: comparisons whose master did not answer -> loop time to try again; the others
-        # are followed meanwhile (one dead master must not cut every comparison's updates)
-        self._deferred: dict[str, float] = {}
+        self.changed = asyncio.Event()  # the set of comparisons with subscribers changed
         self._task: asyncio.Task[None] | None = None
         self.ready = asyncio.Event()
         self.closed = False
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._listen())
+        self._task = asyncio.create_task(self._feed.relay(self))
         await asyncio.wait_for(self.ready.wait(), 10)
 
     async def stop(self) -> None:
@@ -101,7 +85,7 @@ class Broadcaster:
     def subscribe(self, cid: str) -> Iterator[Subscription]:
         subscription = Subscription(closed=self.closed)
         self._subscribers.setdefault(cid, set()).add(subscription)
-        self._changed.set()
+        self.changed.set()
         try:
             yield subscription
         finally:
@@ -110,93 +94,24 @@ class Broadcaster:
             if not subscribers:
                 self._subscribers.pop(cid, None)
                 self._messages.pop(cid, None)
-                self._changed.set()
+                self.changed.set()
 
     def message(self, cid: str, update: dict[str, Any]) -> str:
         """The websocket message of ``update``: encoded once for all of the comparison's
-        websockets (each gets the same update object from ``_dispatch``)."""
+        websockets (each gets the same update object from ``deliver``)."""
         cached = self._messages.get(cid)
         if cached is None or cached[0] is not update:
             cached = (update, json.dumps({"type": "update", "evidence": update}))
             self._messages[cid] = cached
         return cached[1]
 
-    async def _listen(self) -> None:
-        if is_cluster(self._client):
-            await self._listen_sharded()
-            return
-        while True:
-            try:
-                pubsub = self._client.pubsub()
-                await pubsub.psubscribe(updates_pattern(self._prefix))
-                self.ready.set()
-                async for message in pubsub.listen():
-                    if message["type"] == "pmessage":
-                        self._dispatch(message["channel"].decode(), message["data"])
-            except (aioredis.ConnectionError, OSError) as exc:
-                log.warning("pub/sub connection lost: %s", exc)
-                await asyncio.sleep(0.5)
+    def followed(self) -> set[str]:
+        """The comparisons with local subscribers."""
+        return set(self._subscribers)
 
-    async def _listen_sharded(self) -> None:
-        assert isinstance(self._client, AsyncRedisCluster)
-        while True:
-            pubsub = self._client.pubsub()
-            try:
-                await self._client.initialize()  # the slot map: SSUBSCRIBE needs it first
-                active: set[str] = set()
-                self.ready.set()
-                while True:
-                    self._changed.clear()  # before _follow reads the subscribers: none missed
-                    await self._follow(pubsub, active)
-                    if not active:
-                        with contextlib.suppress(TimeoutError):
-                            await asyncio.wait_for(self._changed.wait(), 1.0)
-                        continue
-                    message = await pubsub.get_sharded_message(ignore_subscribe_messages=True,
-                                                               timeout=0.05)
-                    if message is not None and message["type"] in ("smessage", b"smessage"):
-                        self._dispatch(message["channel"].decode(), message["data"])
-            except (aioredis.RedisError, OSError) as exc:
-                log.warning("sharded pub/sub connection lost: %s", exc)
-                await asyncio.sleep(0.5)
-            finally:
-                with contextlib.suppress(aioredis.RedisError, OSError):
-                    await pubsub.aclose()
-
-    async def _follow(self, pubsub: ClusterPubSub, active: set[str]) -> None:
-        """Subscribe to the channels of the comparisons with local subscribers, and only those."""
-        wanted = set(self._subscribers)
-        now = asyncio.get_running_loop().time()
-        for cid in sorted(wanted - active):
-            keys = Keys(self._prefix, cid)
-            if self._deferred.get(cid, 0.0) > now or not await self._answers(keys.updates):
-                continue
-            await pubsub.ssubscribe(keys.updates)
-            active.add(cid)
-            current = await self._client.get(keys.evidence)
-            if current is not None:
-                self._dispatch(keys.updates, current)
-        for cid in sorted(active - wanted):
-            await pubsub.sunsubscribe(Keys(self._prefix, cid).updates)
-            active.discard(cid)
-
-    async def _answers(self, channel: str) -> bool:
-        """Whether the master of ``channel``'s slot answers; if not, the comparison is tried
-        again in a second (its subscribers get nothing meanwhile: it cannot change)."""
-        assert isinstance(self._client, AsyncRedisCluster)
-        cid = comparison_id_from_channel(channel)
-        try:
-            node = self._client.get_node_from_key(channel)
-            await asyncio.wait_for(self._client.execute_command("PING", target_nodes=node), 1.0)
-        except (TimeoutError, aioredis.RedisError, RedisClusterException, OSError) as exc:
-            self._deferred[cid] = asyncio.get_running_loop().time() + 1.0
-            log.debug("comparison %s: its master is unavailable (%s)", cid, exc)
-            return False
-        self._deferred.pop(cid, None)
-        return True
-
-    def _dispatch(self, channel: str, data: bytes) -> None:
-        subscribers = self._subscribers.get(comparison_id_from_channel(channel))
+    def deliver(self, cid: str, data: bytes) -> None:
+        """Offer one published update (its JSON) to the comparison's local subscribers."""
+        subscribers = self._subscribers.get(cid)
         if not subscribers:
             return
         payload = json.loads(data)

@@ -1,5 +1,6 @@
-"""Request dependencies (``Annotated`` aliases): settings, store, broadcaster, metrics, access;
-and ``authorize``, which main.py puts on every router."""
+"""Request dependencies (``Annotated`` aliases): settings, the store's doors (comparisons, dead
+letters, readiness), broadcaster, metrics, access; and ``authorize``, which main.py puts on
+every router."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from modelcompare.service.core.config import Settings
 from modelcompare.service.core.security import ALL, Action, Keyring, KeyScope, bearer_token
 from modelcompare.service.metrics import Metrics
 from modelcompare.service.store.comparisons import Comparisons, NotFound
+from modelcompare.service.store.dead_letters import DeadLetters
+from modelcompare.service.store.health import Readiness
 
 
 def get_settings(connection: HTTPConnection) -> Settings:
@@ -24,6 +27,14 @@ def get_settings(connection: HTTPConnection) -> Settings:
 
 def get_store(connection: HTTPConnection) -> Comparisons:
     return connection.app.state.store
+
+
+def get_dead_letters(connection: HTTPConnection) -> DeadLetters:
+    return connection.app.state.dead_letters
+
+
+def get_readiness(connection: HTTPConnection) -> Readiness:
+    return connection.app.state.readiness
 
 
 def get_broadcaster(connection: HTTPConnection) -> Broadcaster:
@@ -47,6 +58,8 @@ def get_access(connection: HTTPConnection) -> KeyScope:
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Comparisons, Depends(get_store)]
+DeadLettersDep = Annotated[DeadLetters, Depends(get_dead_letters)]
+ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
 BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 AccessDep = Annotated[KeyScope, Depends(get_access)]

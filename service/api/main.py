@@ -32,6 +32,9 @@ from modelcompare.service.embedded import EmbeddedRedis
 from modelcompare.service.metrics import Metrics
 from modelcompare.service.store.comparisons import Comparisons
 from modelcompare.service.store.connection import Connection
+from modelcompare.service.store.dead_letters import DeadLetters
+from modelcompare.service.store.health import Readiness
+from modelcompare.service.store.updates import UpdateFeed
 from modelcompare.service.worker_process import WorkerProcess
 
 REDIS_STARTUP_WAIT = 30.0  # seconds the API waits for Redis to answer when it starts
@@ -57,7 +60,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.redis_url = url
             app.state.metrics = Metrics()
             app.state.store = Comparisons(client, settings.key_prefix, settings.idempotency_ttl)
-            app.state.broadcaster = Broadcaster(client, settings.key_prefix)
+            app.state.dead_letters = DeadLetters(client, settings.key_prefix)
+            app.state.readiness = Readiness(client)
+            app.state.broadcaster = Broadcaster(UpdateFeed(client, settings.key_prefix))
             await app.state.broadcaster.start()
             app.state.shutdown.on_begin(app.state.broadcaster.close)
             if settings.runs_worker_inline:

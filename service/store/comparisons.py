@@ -8,8 +8,10 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
+from modelcompare.estimators import Rows
 from modelcompare.service.schemas import ComparisonSpec, ModelSpec
 from modelcompare.service.store import listing, scripts
+from modelcompare.service.store.codec import decode_block
 from modelcompare.service.store.connection import AsyncClient, publish_command
 from modelcompare.service.store.keys import GROUP, Keys, created_key, index_key, work_channel
 from modelcompare.service.store.listing import Page
@@ -141,6 +143,13 @@ class Comparisons:
             json.loads(evidence),
             {name.decode(): data for name, data in states.items()},
         )
+
+    async def applied_rows(self, cid: str, applied: int) -> list[Rows]:
+        """The rows of the first ``applied`` chunks, one ``Rows`` per chunk."""
+        if applied <= 0:
+            return []
+        blocks = await self.client.lrange(self.keys(cid).blocks, 0, applied - 1)
+        return [decode_block(block) for block in blocks]
 
     async def chunks(self, cid: str, applied: int, page: int = 64) -> AsyncIterator[
             tuple[int, bytes]]:

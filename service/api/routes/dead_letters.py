@@ -8,11 +8,11 @@ from typing import Any
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, ConfigDict
 
-from modelcompare.service.api.deps import RequestIdentity, SettingsDep, StoreDep
+from modelcompare.service.api.deps import DeadLettersDep, RequestIdentity, SettingsDep
 from modelcompare.service.api.errors import ApiError, error_responses
 from modelcompare.service.api.ingest import json_body
 from modelcompare.service.api.responses import DeadLetterList, Evidence, returns
-from modelcompare.service.store.dead_letters import DeadLetters, NotHalted, ResumeAction
+from modelcompare.service.store.dead_letters import NotHalted, ResumeAction
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["dead letters"])
 
@@ -27,11 +27,10 @@ class ResumeIn(BaseModel):
 @router.get("/dead-letters", **returns(DeadLetterList),
             responses=error_responses(404, 422, 503))
 async def list_dead_letters(
-    cid: str, store: StoreDep, settings: SettingsDep,
+    cid: str, letters: DeadLettersDep, settings: SettingsDep,
     limit: int = Query(default=100, ge=1, le=10_000),
 ) -> dict[str, Any]:
     """Chunks given up on after ``poison_max_attempts`` failed updates, oldest first."""
-    letters = DeadLetters(store.client, store.prefix)
     halted_at = await letters.halted_at(cid)
     return {
         "halted_at": halted_at,
@@ -43,11 +42,11 @@ async def list_dead_letters(
 
 @router.post("/resume", **returns(Evidence), dependencies=[Depends(json_body)],
              responses=error_responses(400, 404, 409, 413, 415, 422, 503))
-async def resume(cid: str, body: ResumeIn, store: StoreDep,
+async def resume(cid: str, body: ResumeIn, letters: DeadLettersDep,
                  request: RequestIdentity) -> dict[str, Any]:
     """Un-halt a comparison; returns the evidence body (status as it now stands)."""
     try:
-        return await DeadLetters(store.client, store.prefix).resume(cid, body.action, request)
+        return await letters.resume(cid, body.action, request)
     except NotHalted:
         raise ApiError(409, "not_halted", "the comparison is not halted", {"id": cid}) from None
     except TimeoutError:

@@ -26,7 +26,6 @@ from modelcompare.service.api.query_rows import parse_named_query, parse_query
 from modelcompare.service.api.responses import ExpectationOut, returns
 from modelcompare.service.engine import runner_for
 from modelcompare.service.schemas import STRICT_JSON, ComparisonSpec, NonNegative, QueryRows
-from modelcompare.service.store.codec import decode_block
 
 router = APIRouter(prefix="/v1/comparisons/{cid}", tags=["data"])
 
@@ -70,11 +69,9 @@ async def expectation(cid: str, body: ExpectationIn, store: StoreDep,
         raise ApiError(422, "unknown_model", f"comparison {cid!r} has no model {body.model!r}",
                        {"id": cid, "model": body.model})
     x = _query_rows(body, spec, settings.max_query_rows)
-    blocks = []  # block i holds the rows of chunk i + 1; the first ``sequence`` are applied
-    if meta.sequence > 0:
-        blocks = await store.client.lrange(store.keys(cid).blocks, 0, meta.sequence - 1)
-    rows = cat_rows([decode_block(block) for block in blocks])
-    if not blocks or rows.count == 0:
+    chunks = await store.applied_rows(cid, meta.sequence)
+    rows = cat_rows(chunks)
+    if not chunks or rows.count == 0:
         raise ApiError(409, "no_data", "the comparison has no processed rows yet",
                        {"id": cid, "sequence": meta.sequence})
     seed = body.seed

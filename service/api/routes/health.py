@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from redis.exceptions import RedisClusterException, RedisError
 
-from modelcompare.service.api.deps import MetricsDep, StoreDep
+from modelcompare.service.api.deps import MetricsDep, ReadinessDep, StoreDep
 from modelcompare.service.api.errors import error_response, error_responses
 from modelcompare.service.api.responses import Status
-from modelcompare.service.store.connection import cluster_problem, is_cluster
+from modelcompare.service.store.health import ClusterDegraded, Unreachable
 
 router = APIRouter(tags=["health"])
 
@@ -26,20 +25,16 @@ async def healthz() -> dict[str, str]:
     responses={200: {"model": Status, "description": "Redis answers (on a Redis Cluster: every "
                      "slot is served)"}, **error_responses(503)},
 )
-async def readyz(store: StoreDep) -> dict[str, str] | Response:
+async def readyz(readiness: ReadinessDep) -> dict[str, str] | Response:
     """503 ``redis_unreachable`` when Redis does not answer; on a Redis Cluster, 503
     ``cluster_degraded`` naming the reason while some slot is not served (a master down without
     a replica to take over, or one suspected down: its comparisons cannot be read or written)."""
-    client = store.client
     try:
-        if is_cluster(client):
-            problem = await cluster_problem(client)  # type: ignore[arg-type]
-            if problem is not None:
-                return error_response(503, "cluster_degraded", f"Redis Cluster: {problem}",
-                                      headers={"Retry-After": "1"})
-        else:
-            await client.ping()
-    except (RedisError, RedisClusterException, OSError) as exc:
+        await readiness.check()
+    except ClusterDegraded as exc:
+        return error_response(503, "cluster_degraded", f"Redis Cluster: {exc}",
+                              headers={"Retry-After": "1"})
+    except Unreachable as exc:
         return error_response(503, "redis_unreachable", str(exc))
     return {"status": "ready"}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from pydantic import ValidationError
 from service_helpers import (
     assert_error,
     by_name,
@@ -20,7 +21,12 @@ from service_server import StartServer
 from modelcompare.estimators import METHODS
 from modelcompare.service.core.config import Settings
 from modelcompare.service.engine import runner_for
-from modelcompare.service.schemas import ComparisonIn, comparison_spec
+from modelcompare.service.schemas import (
+    ESTIMATOR_VARIANTS,
+    REFUSED,
+    ComparisonIn,
+    comparison_spec,
+)
 
 
 def test_openapi_lists_every_method_with_defaults_and_bounds(start_server: StartServer) -> None:
@@ -60,6 +66,32 @@ def test_unknown_settings_are_refused_naming_the_known_ones(start_server: StartS
         )
         assert created.status_code == 201, created.text
         assert created.json()["estimator"] == {"method": "sgais", "particles": 16}
+
+
+def test_values_worse_for_users_are_refused_with_the_reason(start_server: StartServer) -> None:
+    server = start_server("local")
+    with server.client() as client:
+        for name, refused in REFUSED.items():
+            body = comparison_body("sgais", **{name: refused.value})
+            response = client.post("/v1/comparisons", json=body)
+            assert_error(response, 422, "invalid_request")
+            message = response.json()["error"]["message"]
+            assert f"estimator.sgais.{name}: " in message, message
+            assert "library only" in message and refused.why in message, message
+        # the values the API takes, sent as they are, are stored as sent
+        taken = {"standard_error": "genealogy", "noise_friction": True}
+        created = client.post("/v1/comparisons", json=comparison_body("sgais", **taken))
+        assert created.status_code == 201, created.text
+        assert created.json()["estimator"] == {"method": "sgais", **taken}
+
+
+@pytest.mark.parametrize("method", ["sgais", "sequential", "minibatch_mh", "hybrid"])
+def test_the_library_keeps_the_refused_values(method: str) -> None:
+    record = METHODS[method].settings
+    values = {name: r.value for name, r in REFUSED.items() if name in record.model_fields}
+    assert record.parse(values).model_dump(include=set(values)) == values
+    with pytest.raises(ValidationError, match="library only"):
+        ESTIMATOR_VARIANTS[method].model_validate({"method": method, **values})
 
 
 def test_the_binding_is_built_once_per_spec() -> None:

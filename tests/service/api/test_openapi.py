@@ -15,6 +15,7 @@ from service_server import RunningServer, Server
 from modelcompare.models import FAMILIES
 from modelcompare.service.api.main import create_app
 from modelcompare.service.core.config import Settings
+from modelcompare.service.schemas import REFUSED
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +46,30 @@ def test_every_family_is_a_variant_with_its_own_record(document: dict[str, Any])
         assert schemas[record] == cls.Config.model_json_schema()  # the record, not a copy
         required = any(f.is_required() for f in cls.Config.model_fields.values())
         assert ("config" in variant["required"]) == required
+
+
+def test_sgais_has_at_most_eight_everyday_settings_listed_first(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    union = schemas["ComparisonIn"]["properties"]["estimator"]
+    for method, reference in union["discriminator"]["mapping"].items():
+        properties = schemas[reference.rsplit("/", 1)[1]]["properties"]
+        settings = [name for name in properties if name != "method"]
+        tiers = [properties[name].get("x-advanced", False) for name in settings]
+        assert tiers == sorted(tiers), (method, settings)  # everyday first
+        if method == "sgais":
+            assert 1 <= tiers.count(False) <= 8, settings
+    sgais = schemas[union["discriminator"]["mapping"]["sgais"].rsplit("/", 1)[1]]["properties"]
+    assert {name for name in sgais if not sgais[name].get("x-advanced")} == {
+        "method", "particles", "islands", "device", "full_batch_rows", "batch_size",
+        "restart_growth"}
+
+
+def test_refused_values_are_not_in_the_document(document: dict[str, Any]) -> None:
+    schemas = document["components"]["schemas"]
+    sgais = schemas["SgaisEstimator"]["properties"]
+    for name, refused in REFUSED.items():
+        assert refused.value != sgais[name]["const"] == sgais[name]["default"], name
+        assert sgais[name]["x-advanced"] is True
 
 
 def test_every_route_declares_its_errors_with_the_shared_body(document: dict[str, Any]) -> None:
