@@ -7,9 +7,11 @@ from typing import Any
 
 import httpx
 import numpy as np
+import pytest
 import torch
 
 from modelcompare.models import LinearRegression
+from modelcompare.service.cli import main
 
 TRUE_WEIGHTS = np.array([1.0, -0.5, 0.25])
 
@@ -75,3 +77,14 @@ def assert_error(response: httpx.Response, status: int, code: str | None = None)
     assert isinstance(body["error"]["message"], str) and body["error"]["message"]
     if code is not None:
         assert body["error"]["code"] == code
+
+
+def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """``modelcompare argv`` in this process: exit status, stdout, stderr."""
+    try:
+        main(list(argv))
+        status = 0
+    except SystemExit as exc:
+        status = int(exc.code or 0)
+    out, err = capsys.readouterr()
+    return status, out, err

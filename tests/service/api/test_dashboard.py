@@ -5,6 +5,7 @@ test-artifacts/dashboard.png."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -226,6 +227,26 @@ WIDTHS = """() => {
 }"""
 
 
+@contextlib.contextmanager
+def _four_models_shown(browser: Browser, console_errors: list[str], url: str, width: int,
+                       height: int) -> Iterator[Page]:
+    """The dashboard at ``url`` in a ``width`` × ``height`` window once its four models have
+    points; after the caller's checks, the page fits the window: nothing wider than its box."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
+    try:
+        page.goto(url)
+        page.wait_for_function(HEADLINE_HAS_POINTS, arg=4, timeout=10_000)
+        yield page
+        widths = page.evaluate(WIDTHS)
+        print(f"[content, box] widths at {width} px: {widths}")
+        assert widths["page"] == [width, width], widths
+        assert all(content <= box for content, box in widths.values()), widths
+    finally:
+        context.close()
+
+
 @pytest.mark.parametrize(("width", "height"), [(800, 600), (1024, 768)])
 def test_long_names_fit_the_window_without_scrolling_sideways(
     browser: Browser, console_errors: list[str], embedded_server: Server, width: int, height: int
@@ -240,22 +261,12 @@ def test_long_names_fit_the_window_without_scrolling_sideways(
         for rows in (slice(0, 40), slice(40, 60)):
             chunk = {"x": x[rows].tolist(), "y": y[rows].tolist()}
             assert client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).is_success
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
-    try:
-        page.goto(f"{embedded_server.url}/#{cid}")
-        page.wait_for_function(HEADLINE_HAS_POINTS, arg=4, timeout=10_000)
+    with _four_models_shown(browser, console_errors, f"{embedded_server.url}/#{cid}", width,
+                            height) as page:
         cells = page.locator("#evidence-table tbody td:nth-child(2)").all_inner_texts()
         assert len(cells) == 4 and "—" not in cells
         elbo = page.locator("#evidence-table tr[data-model=unknown_noise_regression] td.elbo")
         assert elbo.inner_text().endswith("(of 40 rows)")
-        widths = page.evaluate(WIDTHS)
-        print(f"[content, box] widths at {width} px: {widths}")
-        assert widths["page"] == [width, width], widths
-        assert all(content <= box for content, box in widths.values()), widths
-    finally:
-        context.close()
     assert console_errors == []
 
 
@@ -281,20 +292,10 @@ def test_formulas_show_under_the_names_and_fit_the_window(
         applied = client.post(f"/v1/comparisons/{cid}/chunks?wait=true",
                               json={"columns": columns})
         assert applied.is_success, applied.text
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.on("pageerror", lambda exc: console_errors.append(str(exc)))
-    try:
-        page.goto(f"{embedded_server.url}/#{cid}")
-        page.wait_for_function(HEADLINE_HAS_POINTS, arg=4, timeout=10_000)
+    with _four_models_shown(browser, console_errors, f"{embedded_server.url}/#{cid}", width,
+                            height) as page:
         shown = page.locator("#evidence-table td:first-child small.formula").all_inner_texts()
         assert shown == ["~ " + m["formula"].partition("~ ")[2] for m in FORMULA_MODELS]
-        widths = page.evaluate(WIDTHS)
-        print(f"[content, box] widths at {width} px: {widths}")
-        assert widths["page"] == [width, width], widths
-        assert all(content <= box for content, box in widths.values()), widths
-    finally:
-        context.close()
     assert console_errors == []
 
 

@@ -25,7 +25,14 @@ import pyarrow.parquet
 import pytest
 import yaml
 from rich.console import Console
-from service_helpers import by_name, chunks, comparison_body, exact_log_evidence, regression_data
+from service_helpers import (
+    by_name,
+    chunks,
+    comparison_body,
+    exact_log_evidence,
+    regression_data,
+    run_cli,
+)
 from service_server import (
     LOCAL_REDIS,
     Server,
@@ -169,16 +176,6 @@ def test_demo_finishes_with_a_true_input_model_as_winner(tmp_path: Path) -> None
     assert "its winner is right_inputs" in result.stdout
 
 
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    """``modelcompare argv`` in this process: exit status, stdout, stderr."""
-    try:
-        main(list(argv))
-        status = 0
-    except SystemExit as exc:
-        status = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
-
 
 def _write_data(tmp_path: Path, rows: int) -> tuple[Path, Path, Any, Any]:
     """The same rows split over a CSV (first half, with a text column) and a Parquet file."""
@@ -202,26 +199,26 @@ def test_create_ingest_and_watch(tmp_path: Path, embedded_server: Server,
     body = comparison_body("exact")
     spec = tmp_path / "spec.yaml"
     spec.write_text(yaml.safe_dump(body))
-    status, out, err = _run(capsys, "create", str(spec), *url)
+    status, out, err = run_cli(capsys, "create", str(spec), *url)
     assert status == 0, err
     cid = out.strip()
     assert "created comparison regression with 3 models" in err
 
     csv, parquet, x, y = _write_data(tmp_path, 90)
     columns = ("--x-cols", "a", "b", "c", "d", "--y-col", "target")
-    status, _, err = _run(capsys, "ingest", str(csv), "--comparison", cid, *columns,
+    status, _, err = run_cli(capsys, "ingest", str(csv), "--comparison", cid, *columns,
                           "--chunk-size", "20", *url)
     assert status == 0, err
     assert "sent 45 rows of first.csv in 3 chunks" in err
     # the progress bars count rows, sent and applied (not chunks)
     assert re.search(r"sent .*45/45 rows", err) and re.search(r"applied .*45/45 rows", err)
     for size in ("20", "7", "100"):  # a re-run adds nothing, however the file is cut
-        status, _, err = _run(capsys, "ingest", str(csv), "--comparison", cid, *columns,
+        status, _, err = run_cli(capsys, "ingest", str(csv), "--comparison", cid, *columns,
                               "--chunk-size", size, *url)
         assert status == 0, err
         assert "sent no rows of first.csv: all 45 were already ingested (3 chunks): skipped" \
             in err
-    status, _, err = _run(capsys, "ingest", str(parquet), "--comparison", cid, "--x-cols",
+    status, _, err = run_cli(capsys, "ingest", str(parquet), "--comparison", cid, "--x-cols",
                           "a,b,c,d", "--y-col", "target", "--chunk-size", "45", *url)
     assert status == 0, err
 
@@ -232,7 +229,7 @@ def test_create_ingest_and_watch(tmp_path: Path, embedded_server: Server,
         exact = exact_log_evidence(model["config"], x, y, list(range(model["config"]["dim"])))
         assert by_name(evidence)[model["name"]]["log_evidence"] == pytest.approx(exact, abs=1e-8)
 
-    status, out, err = _run(capsys, "watch", cid, "--count", "1", *url)
+    status, out, err = run_cli(capsys, "watch", cid, "--count", "1", *url)
     assert status == 0, err
     assert "90 rows, 4 chunks, version 4, status ok" in out
     best = max(evidence["models"], key=lambda m: m["posterior_probability"])
@@ -248,7 +245,7 @@ def test_watch_follows_updates(embedded_server: Server,
         cid = api.create_comparison(comparison_body("exact"))["id"]
         result: list[tuple[int, str, str]] = []
         watcher = threading.Thread(target=lambda: result.append(
-            _run(capsys, "watch", cid, "--count", "2", "--url", server.url)))
+            run_cli(capsys, "watch", cid, "--count", "2", "--url", server.url)))
         watcher.start()
         for start in range(20):  # until the watcher has seen its snapshot and one update
             api.ingest(cid, x[start : start + 1], y[start : start + 1], wait=True)
@@ -321,7 +318,7 @@ def test_errors_are_one_line_without_traceback(
     argv = [a.format(**fill) for a in argv]
     if "--url" not in argv:
         argv += ["--url", server.url]
-    status, _, err = _run(capsys, *argv)
+    status, _, err = run_cli(capsys, *argv)
     assert status == 1
     last = err.rstrip("\n").split("\n")[-1]  # after the progress bar, if it had started
     assert last.startswith("modelcompare: error: ") and message.format(**fill) in last, err
@@ -357,7 +354,7 @@ def test_a_partial_send_is_reported_and_a_rerun_with_another_chunk_size_complete
     data = _csv(tmp_path / "data.csv", "a,b,c,d,y", rows)
     command = ("ingest", str(data), "--comparison", cid, "--x-cols", "a", "b", "c", "d",
                "--y-col", "y", "--url", server.url)
-    status, _, err = _run(capsys, *command, "--chunk-size", "10")
+    status, _, err = run_cli(capsys, *command, "--chunk-size", "10")
     assert status == 1
     note, error = err.rstrip("\n").split("\n")[-2:]
     assert note == ("stopped at data row 21: data rows 1–20 of data.csv are on the server and "
@@ -366,7 +363,7 @@ def test_a_partial_send_is_reported_and_a_rerun_with_another_chunk_size_complete
     assert error.startswith("modelcompare: error: the server refused: too_large: body exceeds")
     x[29, 0] = rows[29][0] = 0.5  # "fix" a row past the accepted ones: their keys do not change
     _csv(tmp_path / "data.csv", "a,b,c,d,y", rows)
-    status, _, err = _run(capsys, *command, "--chunk-size", "4")
+    status, _, err = run_cli(capsys, *command, "--chunk-size", "4")
     assert status == 0, err
     assert "sent 40 rows of data.csv in 10 chunks; 20 rows (2 chunks) were already ingested: " \
         "skipped" in err
@@ -380,7 +377,7 @@ def test_a_partial_send_is_reported_and_a_rerun_with_another_chunk_size_complete
 
     rows[2][0] += 1.0  # the same first row, other values later: not a re-run of that file
     _csv(tmp_path / "data.csv", "a,b,c,d,y", rows)
-    status, _, err = _run(capsys, *command, "--chunk-size", "7")
+    status, _, err = run_cli(capsys, *command, "--chunk-size", "7")
     assert status == 1
     assert err.rstrip("\n").split("\n")[-1] == (
         "modelcompare: error: data rows 1–10 were sent before with other values under the same "
@@ -401,7 +398,7 @@ def test_the_whole_file_is_checked_before_anything_is_sent(
     data = _csv(tmp_path / "data.csv", "a,b,c,d,y", rows)
     command = ("ingest", str(data), "--comparison", cid, "--x-cols", "a", "b", "c", "d",
                "--y-col", "y", "--chunk-size", "20", "--url", embedded_server.url)
-    status, _, err = _run(capsys, *command)
+    status, _, err = run_cli(capsys, *command)
     assert status == 1
     assert err == ("modelcompare: error: column 'b' of data.csv has values beyond ±1e+100, which "
                    "the server refuses (first at data row 25: 1e+300)\n")
@@ -409,7 +406,7 @@ def test_the_whole_file_is_checked_before_anything_is_sent(
         assert api.get_comparison(cid)["ingested"] == 0  # not even the first 20 rows
     rows[24][1] = float(x[24, 1])
     _csv(tmp_path / "data.csv", "a,b,c,d,y", rows)
-    status, _, err = _run(capsys, *command)
+    status, _, err = run_cli(capsys, *command)
     assert status == 0 and "sent 40 rows of data.csv in 2 chunks" in err
     with Client(embedded_server.url) as api:
         assert api.evidence(cid)["n_observations"] == 40
@@ -429,7 +426,7 @@ def test_text_labels_are_numbered_and_refused_labels_name_the_row(
     rows = [[5.0 + 0.1 * i, 1.0 + 0.2 * i, species[i % 3]] for i in range(30)]
 
     def ingest(name: str, *extra: str) -> tuple[int, str]:
-        status, _, err = _run(capsys, "ingest", str(tmp_path / name), "--comparison", cid,
+        status, _, err = run_cli(capsys, "ingest", str(tmp_path / name), "--comparison", cid,
                               "--x-cols", "sepal", "petal", "--y-col", "species", "--no-wait",
                               "--url", embedded_server.url, *extra)
         return status, err
@@ -482,22 +479,22 @@ def test_list_delete_predict_version_and_help(
         newer = api.create_comparison(single)["id"]
         expected = api.predict(older, np.array([[0.1, 0.2, 0.3, 0.4], [1.0, 0.0, -1.0, 2.0]]))
 
-    status, out, _ = _run(capsys, "--version")
+    status, out, _ = run_cli(capsys, "--version")
     assert (status, out) == (0, "modelcompare 0.1.0\n")
-    status, out, err = _run(capsys, "list", "--log-level", "warning", *url)
+    status, out, err = run_cli(capsys, "list", "--log-level", "warning", *url)
     assert status == 0, err
     listed = [line for line in out.splitlines() if line.split()[0] in (older, newer)]
     assert listed[0].startswith(f"{newer}  single-model · 1 model · exact · 0 chunks applied")
     assert listed[1].startswith(f"{older}  older · 3 models · exact · 1 chunks applied")
     assert out.endswith("\n")  # newest first, above
 
-    status, out, err = _run(capsys, "families", *url)
+    status, out, err = run_cli(capsys, "families", *url)
     assert (status, err) == (0, "")
     assert out.splitlines()[0] == ("beta_bernoulli  modelcompare 0.1.0  Beta–Bernoulli: y_r ~ "
                                    "Bernoulli(p) i.i.d., p ~ Beta(α, β); no inputs.")
     assert len(out.splitlines()) == 7
 
-    status, out, err = _run(capsys, "predict", older, "--x", "0.1,0.2,0.3,0.4", "--x",
+    status, out, err = run_cli(capsys, "predict", older, "--x", "0.1,0.2,0.3,0.4", "--x",
                             "1,0,-1,2", *url)
     assert status == 0, err
     lines = out.split("\n")
@@ -510,16 +507,16 @@ def test_list_delete_predict_version_and_help(
         assert values[1] == pytest.approx(expected["mixture"]["mean"][row], rel=1e-9)
         assert values[2] == pytest.approx(expected["mixture"]["variance"][row], rel=1e-9)
     _csv(tmp_path / "query.csv", "a,b,c,d", [[0.1, 0.2, 0.3, 0.4], [1.0, 0.0, -1.0, 2.0]])
-    status, from_file, err = _run(capsys, "predict", older, str(tmp_path / "query.csv"),
+    status, from_file, err = run_cli(capsys, "predict", older, str(tmp_path / "query.csv"),
                                   "--x-cols", "a", "b", "c", "d", *url)
     assert status == 0 and from_file == out, err
 
-    status, out, err = _run(capsys, "watch", newer, "--count", "1", *url)
+    status, out, err = run_cli(capsys, "watch", newer, "--count", "1", *url)
     assert status == 0, err
     (row,) = [line for line in out.splitlines() if "right" in line]
     cells = [cell.strip() for cell in row.split("│")[1:-1]]
     assert cells[:4] == ["right", "—", "—", "—"]  # no data yet: log Z "—", not 0.00 ± 0.00
-    status, _, err = _run(capsys, "delete", newer, *url)
+    status, _, err = run_cli(capsys, "delete", newer, *url)
     assert (status, err) == (0, f"deleted comparison 'single-model' ({newer})\n")
     with Client(embedded_server.url) as api, pytest.raises(ModelCompareError) as gone:
         api.get_comparison(newer)
@@ -553,7 +550,7 @@ def test_add_model_and_remove_model(embedded_server: Server, tmp_path: Path,
     model = {"name": "last_two", "family": "linear_regression", "config": {"dim": 2},
              "columns": [2, 3]}
     (tmp_path / "model.yaml").write_text(yaml.safe_dump(model))
-    status, out, err = _run(capsys, "add-model", cid, str(tmp_path / "model.yaml"), *url)
+    status, out, err = run_cli(capsys, "add-model", cid, str(tmp_path / "model.yaml"), *url)
     assert (status, out) == (0, ""), err
     assert err == f"added model 'last_two' to {cid}: it replays the 40 rows stored before it " \
         "joins\n"
@@ -565,7 +562,7 @@ def test_add_model_and_remove_model(embedded_server: Server, tmp_path: Path,
     exact = exact_log_evidence(model["config"], x, y, [2, 3])
     assert by_name(evidence)["last_two"]["log_evidence"] == pytest.approx(exact, abs=1e-8)
 
-    status, out, err = _run(capsys, "remove-model", cid, "too_few", *url)
+    status, out, err = run_cli(capsys, "remove-model", cid, "too_few", *url)
     assert (status, out) == (0, ""), err
     assert err == f"removed model 'too_few' from {cid}; left: right, wrong_noise, last_two\n"
     with Client(embedded_server.url) as api:
@@ -588,7 +585,7 @@ def test_an_elbo_over_fewer_rows_says_so(embedded_server: Server,
         evidence = api.ingest(cid, x[40:, :1], y[40:], wait=True)
     (model,) = evidence["models"]
     assert (model["elbo_n_observations"], model["n_observations"]) == (40, 60)
-    status, out, err = _run(capsys, "watch", cid, "--count", "1", "--url", embedded_server.url)
+    status, out, err = run_cli(capsys, "watch", cid, "--count", "1", "--url", embedded_server.url)
     assert status == 0, err
     assert f"{model['elbo']:.2f} (of 40 rows)" in out
     caption = '"(of k rows)" marks one that covers fewer rows than log Z: compare it with log Z'
@@ -601,7 +598,7 @@ def test_a_demo_in_a_folder_a_server_holds_refuses(tmp_path: Path,
     try:
         with pytest.raises(DataFolderInUse):
             EmbeddedRedis(tmp_path)  # the same folder, in this process too
-        status, _, err = _run(capsys, "demo", "--data-dir", str(tmp_path), "--rows", "10")
+        status, _, err = run_cli(capsys, "demo", "--data-dir", str(tmp_path), "--rows", "10")
     finally:
         held.close()
     assert status == 1

@@ -16,9 +16,9 @@ import pyarrow.csv
 import pyarrow.parquet
 import pytest
 from rich.console import Console
+from service_helpers import run_cli
 from service_server import Server
 
-from modelcompare.service.cli import main
 from modelcompare.service.cli.ingest import ChunkKeys
 from modelcompare.service.cli.tables import evidence_table
 from modelcompare.service.client import Client
@@ -30,15 +30,6 @@ SPEC = {"name": "named", "estimator": {"method": "exact"},
         "models": [{"name": name, "family": "linear_regression", "formula": formula,
                     "config": {}} for name, formula in FORMULAS.items()]}
 
-
-def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
-    try:
-        main(list(argv))
-        status = 0
-    except SystemExit as exc:
-        status = int(exc.code or 0)
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def _table(rows: int, seed: int = 0) -> pa.Table:
@@ -65,15 +56,15 @@ def test_ingest_and_predict_by_name(tmp_path: Path, embedded_server: Server,
         cid = api.create_comparison(SPEC)["id"]
         reference = api.create_comparison(SPEC)["id"]
         api.ingest(reference, table, wait=True)
-    status, _, err = _run(capsys, "ingest", str(tmp_path / "first.csv"), "--comparison", cid,
+    status, _, err = run_cli(capsys, "ingest", str(tmp_path / "first.csv"), "--comparison", cid,
                           "--chunk-size", "10", *url)
     assert status == 0, err
     assert "sent 35 rows of first.csv in 4 chunks" in err
-    status, _, err = _run(capsys, "ingest", str(tmp_path / "first.csv"), "--comparison", cid,
+    status, _, err = run_cli(capsys, "ingest", str(tmp_path / "first.csv"), "--comparison", cid,
                           "--chunk-size", "7", *url)
     assert status == 0, err
     assert "sent no rows of first.csv: all 35 were already ingested (4 chunks): skipped" in err
-    status, out, err = _run(capsys, "ingest", str(tmp_path / "second.parquet"),
+    status, out, err = run_cli(capsys, "ingest", str(tmp_path / "second.parquet"),
                             "--comparison", cid, *url)
     assert status == 0, err
     assert "sent 25 rows of second.parquet in 1 chunks" in err
@@ -89,7 +80,7 @@ def test_ingest_and_predict_by_name(tmp_path: Path, embedded_server: Server,
                              for name, formula in FORMULAS.items())
 
     pyarrow.csv.write_csv(table.select(["b", "a", "group"]).slice(0, 3), tmp_path / "query.csv")
-    status, out, err = _run(capsys, "predict", cid, str(tmp_path / "query.csv"), *url)
+    status, out, err = run_cli(capsys, "predict", cid, str(tmp_path / "query.csv"), *url)
     assert status == 0, err
     lines = out.splitlines()
     assert lines[0] == ("row,mean,variance,a:mean,a:variance,ab:mean,ab:variance,"
@@ -102,7 +93,7 @@ def test_ingest_and_predict_by_name(tmp_path: Path, embedded_server: Server,
 
 
 def _error(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
-    status, _, err = _run(capsys, *argv)
+    status, _, err = run_cli(capsys, *argv)
     assert status == 1 and "Traceback" not in err, err
     (line,) = err.splitlines()
     return line
