@@ -23,6 +23,7 @@ from modelcompare.estimators.functionals.partial_posteriors import (
 from modelcompare.estimators.functionals.posterior_functionals import Functional
 from modelcompare.estimators.variational.mccavi import has_elbo, mccavi_elbo
 from modelcompare.models import Model, Prediction
+from modelcompare.service.progress import Reading
 from modelcompare.service.schemas import ComparisonSpec, ModelSpec
 from modelcompare.service.store.history import model_view
 
@@ -106,25 +107,25 @@ class Runner:
             return {"elbo": None, "elbo_n_observations": rows.count}
         return {"elbo": finite(result.elbo), "elbo_n_observations": rows.count}
 
-    def summary(self, state: Any, update: ModelUpdate | None) -> dict[str, Any]:
-        """The per-model part of the evidence body. ``elbo`` (MC-CAVI lower bound on log Z of
-        the first ``elbo_n_observations`` rows, null where the family has none) is set at the
-        start and whenever ``update`` refreshed it; otherwise the stored value carries on."""
-        if update is None:
-            details, elbo = None, {"elbo": None, "elbo_n_observations": 0}
-        else:
-            details, elbo = dataclasses.asdict(update.info), update.elbo or {}
+    def reading(self, state: Any, update: ModelUpdate | None) -> Reading:
+        """What ``state`` says after ``update`` (None: the initial state). The MC-CAVI bound
+        (on log Z of the first ``elbo_n_observations`` rows, null where the family has none) is
+        set at the start and whenever ``update`` refreshed it; otherwise the stored value
+        carries on (``refreshed_elbo`` false)."""
         estimator = self.estimator
-        return {
-            **elbo,
-            "log_evidence": finite(estimator.log_evidence(state)),
-            "log_evidence_stderr": finite(math.sqrt(estimator.log_evidence_variance(state))),
-            "n_observations": estimator.n_observations(state),
-            "ess": finite(estimator.ess(state)),
-            "info": None if details is None else {
-                k: finite(v) if isinstance(v, float) else v for k, v in details.items()
+        elbo = update.elbo if update is not None else {"elbo": None, "elbo_n_observations": 0}
+        info = None if update is None else dataclasses.asdict(update.info)
+        return Reading(
+            log_evidence=finite(estimator.log_evidence(state)),
+            log_evidence_stderr=finite(math.sqrt(estimator.log_evidence_variance(state))),
+            n_observations=estimator.n_observations(state),
+            ess=finite(estimator.ess(state)),
+            info=None if info is None else {
+                k: finite(v) if isinstance(v, float) else v for k, v in info.items()
             },
-        }
+            refreshed_elbo=elbo is not None,
+            **(elbo or {}),
+        )
 
     def predict(self, state: Any, x: torch.Tensor | None) -> Prediction:
         """Posterior predictive at this model's columns of ``x`` (models without inputs get x
@@ -153,6 +154,11 @@ def runner_for(comparison: ComparisonSpec, spec: ModelSpec) -> Runner:
     estimator settings were validated when the comparison or model was created)."""
     estimator = json.dumps(comparison.estimator, sort_keys=True)
     return _cached_runner(comparison.seed, estimator, spec.model_dump_json())
+
+
+def runners_of(comparison: ComparisonSpec) -> dict[str, Runner]:
+    """Every model of a comparison bound to its estimator, by name."""
+    return {m.name: runner_for(comparison, m) for m in comparison.models}
 
 
 @functools.lru_cache(maxsize=RUNNER_CACHE)

@@ -1,4 +1,5 @@
-"""The evidence body (what GET /evidence, the websocket and ?wait=true return) and BMA mixing.
+"""The evidence body (what GET /evidence, the websocket and ?wait=true return), a projection of
+the progress record (service/progress.py) made at every commit, and BMA mixing.
 
 The only arithmetic here: posterior model probabilities, softmax(log Z + log prior), and the
 mixture of per-model predictive summaries with those probabilities.
@@ -12,8 +13,8 @@ from typing import Any
 import torch
 
 from modelcompare.models import Prediction
-from modelcompare.service import reliability
-from modelcompare.service.schemas import ComparisonSpec
+from modelcompare.service.progress import ComparisonProgress, ModelProgress
+from modelcompare.service.schemas import ComparisonSpec, ModelSpec
 from modelcompare.service.window import bayes_factors
 
 
@@ -26,14 +27,15 @@ def prior_probabilities(spec: ComparisonSpec) -> dict[str, float]:
     return {name: math.exp(value - total) for name, value in logs.items()}
 
 
-def posterior_probabilities(spec: ComparisonSpec, models: dict[str, dict[str, Any]]) -> dict:
+def posterior_probabilities(spec: ComparisonSpec,
+                            progress: ComparisonProgress) -> dict[str, float]:
     """Probabilities of the models that have seen every row (not catching up, not failed)."""
     scores = {
-        m.name: models[m.name]["log_evidence"] + math.log(m.prior_weight)
+        m.name: model.log_evidence + math.log(m.prior_weight)
         for m in spec.models
-        if not models[m.name]["catching_up"]
-        and not models[m.name].get("failed")
-        and models[m.name]["log_evidence"] is not None
+        if not (model := progress.models[m.name]).catching_up
+        and not model.failed
+        and model.log_evidence is not None
     }
     if not scores:
         return {}
@@ -43,75 +45,57 @@ def posterior_probabilities(spec: ComparisonSpec, models: dict[str, dict[str, An
     return {name: value / total for name, value in exps.items()}
 
 
-def evidence_body(
-    spec: ComparisonSpec,
-    models: dict[str, dict[str, Any]],
-    *,
-    version: int,
-    sequence: int,
-    n_observations: int,
-    last_error: dict[str, Any] | None,
-    compute_seconds: float | None = None,
-    status_reason: str | None = None,
-    skipped_chunks: int = 0,
-    halted_at: int | None = None,
-) -> dict[str, Any]:
-    """``models`` maps name -> summary (log_evidence, stderr, n, ess, info, catching_up, ...)."""
-    probabilities = posterior_probabilities(spec, models)
+def evidence_body(spec: ComparisonSpec, progress: ComparisonProgress) -> dict[str, Any]:
+    """The public view of ``progress`` (what GET /evidence returns, as
+    service/api/responses.py ``Evidence`` declares it): per model its reading, windowed evidence
+    with log Bayes factors, reliability and prior and posterior probabilities; the status is
+    ``degraded`` while halted on a dead-lettered chunk or once one was skipped (its rows are
+    missing from the evidence), with the reason, else ``ok`` (which readers see as ``waiting``
+    while no worker that looked could serve it: service/store/waiting.py)."""
+    probabilities = posterior_probabilities(spec, progress)
     priors = prior_probabilities(spec)
-    bodies = [
-        {
-            "name": m.name,
-            "family": m.family,
-            "elbo": None,  # MC-CAVI lower bound (service/engine.py); null where none
-            "window": None,  # windowed evidence (service/window.py); null before the first chunk
-            "reliability": reliability.initial(),  # service/reliability.py
-            **models[m.name],
-            "prior_probability": priors[m.name],
-            "posterior_probability": probabilities.get(m.name),
-        }
-        for m in spec.models
-    ]
-    for body in bodies:
-        if body["window"] is not None:
-            body["window"] = dict(body["window"])  # the Bayes factors are the body's, not stored
-    bayes_factors(bodies, set(probabilities))
+    windows = bayes_factors({m.name: progress.models[m.name].window for m in spec.models},
+                            set(probabilities))
+    error = progress.last_error
     return {
         "id": spec.id,
-        "version": version,
-        "sequence": sequence,
-        "n_observations": n_observations,
-        "models": bodies,
-        "last_error": last_error,
-        "compute_seconds": compute_seconds,  # estimator time of the step that made this version
-        **status_fields(status_reason, skipped_chunks, halted_at),
+        "version": progress.version,
+        "sequence": progress.sequence,
+        "n_observations": progress.n_observations,
+        "models": [
+            _model_body(m, progress.models[m.name], windows[m.name], priors[m.name],
+                        probabilities.get(m.name))
+            for m in spec.models
+        ],
+        "last_error": None if error is None else error.model_dump(),
+        "compute_seconds": progress.compute_seconds,
+        "status": "degraded" if progress.status_reason else "ok",
+        "status_reason": progress.status_reason,
+        "skipped_chunks": progress.skipped_chunks,
+        "halted_at": progress.halted_at,
     }
 
 
-def status_fields(
-    status_reason: str | None, skipped_chunks: int, halted_at: int | None
-) -> dict[str, Any]:
-    """``degraded`` while halted on a dead-lettered chunk or once one was skipped (its rows are
-    missing from the evidence), with the reason; else ``ok`` (which readers see as ``waiting``
-    while no worker that looked could serve it: service/store/waiting.py)."""
+def _model_body(spec: ModelSpec, model: ModelProgress, window: dict[str, Any] | None,
+                prior: float, posterior: float | None) -> dict[str, Any]:
     return {
-        "status": "degraded" if status_reason else "ok",
-        "status_reason": status_reason,
-        "skipped_chunks": skipped_chunks,  # dead-lettered chunks left out of the evidence
-        "halted_at": halted_at,  # sequence of the chunk processing is halted on, if any
+        "name": spec.name,
+        "family": spec.family,
+        "elbo": model.elbo,
+        "window": window,
+        "reliability": model.reliability.model_dump(),
+        "elbo_n_observations": model.elbo_n_observations,
+        "log_evidence": model.log_evidence,
+        "log_evidence_stderr": model.log_evidence_stderr,
+        "n_observations": model.n_observations,
+        "ess": model.ess,
+        "info": model.info,
+        "catching_up": model.catching_up,
+        "failed": model.failed,
+        "sequence": model.sequence,
+        "prior_probability": prior,
+        "posterior_probability": posterior,
     }
-
-
-def model_summaries(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Inverse of ``evidence_body`` for the per-model part a worker carries forward."""
-    derived = {"name", "family", "prior_probability", "posterior_probability"}
-    return {m["name"]: {k: v for k, v in m.items() if k not in derived} for m in body["models"]}
-
-
-def joined_models(models: dict[str, dict[str, Any]]) -> list[str]:
-    """The models that take each new chunk: neither catching up nor failed."""
-    return [name for name, summary in models.items()
-            if not summary["catching_up"] and not summary["failed"]]
 
 
 def _tensor_list(value: torch.Tensor | None) -> list[Any] | None:
@@ -156,14 +140,16 @@ def mix(parts: list[tuple[float, Prediction]]) -> dict[str, Any]:
     return out
 
 
-def trace_point(summary: dict[str, Any]) -> dict[str, Any]:
+def trace_point(model: ModelProgress) -> dict[str, Any]:
     """One model's point of the trace (GET /history): log Z ± stderr and n, and the diagnostics
     the dashboard plots, ESS (one decimal, as shown), the update's annealing steps, the
     fraction of its SGHMC trajectories undone as diverged and its cloud's width in the
     posterior's units (``spread``; both null while its moves are exact)."""
-    ess, info = summary["ess"], summary.get("info") or {}
-    return {**{k: summary[k] for k in ("log_evidence", "log_evidence_stderr", "n_observations")},
-            "ess": None if ess is None else round(ess, 1),
+    info = model.info or {}
+    return {"log_evidence": model.log_evidence,
+            "log_evidence_stderr": model.log_evidence_stderr,
+            "n_observations": model.n_observations,
+            "ess": None if model.ess is None else round(model.ess, 1),
             "annealing_steps": info.get("annealing_steps"),
             "diverged_fraction": info.get("diverged_fraction"),
             "spread": info.get("spread")}

@@ -39,12 +39,12 @@ def update_model(runner: Runner, state: Any, rows: Rows, prefix: Any, sequence: 
     except CutOff:
         raise
     except BudgetExceeded as exc:
-        return Staged(b"", {}, f"model {runner.name!r}: BudgetExceeded: {exc}", over_budget=True)
+        return Staged(b"", None, f"model {runner.name!r}: BudgetExceeded: {exc}", over_budget=True)
     except Exception as exc:  # EstimatorError, bad values, or a bug: all retried
-        return Staged(b"", {}, f"model {runner.name!r}: {type(exc).__name__}: {exc}")
+        return Staged(b"", None, f"model {runner.name!r}: {type(exc).__name__}: {exc}")
     if not math.isfinite(log_z):
-        return Staged(b"", {}, f"model {runner.name!r}: log evidence became {log_z}")
-    return Staged(state_to_bytes(new_state), runner.summary(new_state, info))
+        return Staged(b"", None, f"model {runner.name!r}: log evidence became {log_z}")
+    return Staged(state_to_bytes(new_state), runner.reading(new_state, info))
 
 
 class HeldTask:

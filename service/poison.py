@@ -14,7 +14,8 @@ import logging
 from collections.abc import Callable
 
 from modelcompare.service.core.config import Settings
-from modelcompare.service.evidence import evidence_body, joined_models, model_summaries
+from modelcompare.service.evidence import evidence_body
+from modelcompare.service.reducers import halted, next_version
 from modelcompare.service.store.queue import Commit, DeadLetter, Entry, Queue, Snapshot
 from modelcompare.service.store.tasks import Staged
 
@@ -87,7 +88,7 @@ class Poison:
         fails on it once they are left out fails too (its update is a function of its state and
         the chunk: a retry would fail alike). None when no model would be left or a failure is
         not one model's: the chunk is then poison."""
-        live = set(joined_models(model_summaries(snap.evidence)))
+        live = set(snap.progress.joined)
         failing: dict[str, str] = {}
         while models:
             for name, why in models.items():
@@ -107,14 +108,7 @@ def halt_commit(cid: str, snap: Snapshot, entry: Entry, message: str,
     the comparison reports itself degraded with the reason, until an operator resumes it."""
     reason = (f"halted at chunk {entry.sequence}: it failed {letter.attempts} attempt(s), last "
               f"{message}; later chunks wait for POST /v1/comparisons/{cid}/resume")
-    body = evidence_body(snap.spec, model_summaries(snap.evidence),
-                         version=snap.version + 1, sequence=snap.sequence,
-                         n_observations=snap.evidence["n_observations"],
-                         last_error={"sequence": entry.sequence, "message": message},
-                         status_reason=reason,
-                         skipped_chunks=snap.evidence.get("skipped_chunks", 0),
-                         halted_at=entry.sequence)
+    progress = next_version(halted(snap.progress, entry.sequence, message, reason))
     return Commit(version=snap.version, sequence=entry.sequence, entry_id=entry.id,
-                  block=b"", evidence=body, trace=None, states={},
-                  catching_up=sum(bool(m["catching_up"]) for m in snap.evidence["models"]),
-                  status_reason=reason, halt=True, dead_letter=letter)
+                  block=b"", progress=progress, evidence=evidence_body(snap.spec, progress),
+                  trace=None, states={}, halt=True, dead_letter=letter)

@@ -23,58 +23,45 @@ from __future__ import annotations
 from typing import Any
 
 from modelcompare.estimators.online.spread import FROZEN
+from modelcompare.service.progress import Reliability
 
 
-def initial() -> dict[str, Any]:
-    """The record of a model that has not diverged (or not been updated) yet."""
-    return {
-        "reliable": True,
-        "reason": None,
-        "max_diverged_fraction": 0.0,
-        "diverged_updates": 0,
-        "first_diverged_at": None,
-        "frozen_at": None,
-    }
-
-
-def observe(summary: dict[str, Any], threshold: float) -> None:
-    """Fold the summary's last update (``info.diverged_fraction`` and ``info.spread``) into its
-    ``reliability`` record (in place). An update counts as diverged when its fraction exceeds
-    ``threshold``; ``first_diverged_at`` is the rows seen after the first such update, and
-    ``frozen_at`` after the first whose spread was below ``FROZEN``."""
-    record = {**initial(), **(summary.get("reliability") or {})}
-    info = summary.get("info") or {}
-    fraction = info.get("diverged_fraction")
+def observe(record: Reliability, info: dict[str, Any] | None, n_observations: int,
+            threshold: float) -> Reliability:
+    """The record with an update folded in (its ``info.diverged_fraction`` and ``info.spread``,
+    ``n_observations`` rows seen after it). An update counts as diverged when its fraction
+    exceeds ``threshold``; ``first_diverged_at`` is the rows seen after the first such update,
+    and ``frozen_at`` after the first whose spread was below ``FROZEN``."""
+    info = info or {}
+    fraction, spread = info.get("diverged_fraction"), info.get("spread")
+    largest, diverged, first = (record.max_diverged_fraction, record.diverged_updates,
+                                record.first_diverged_at)
     if fraction is not None:
-        record["max_diverged_fraction"] = max(record["max_diverged_fraction"], fraction)
+        largest = max(largest, fraction)
         if fraction > threshold:
-            record["diverged_updates"] += 1
-            if record["first_diverged_at"] is None:
-                record["first_diverged_at"] = summary["n_observations"]
-    spread = info.get("spread")
-    if spread is not None and spread < FROZEN and record["frozen_at"] is None:
-        record["frozen_at"] = summary["n_observations"]
+            diverged += 1
+            first = n_observations if first is None else first
+    frozen = record.frozen_at
+    if spread is not None and spread < FROZEN and frozen is None:
+        frozen = n_observations
     reasons = []
-    if record["diverged_updates"]:
+    if diverged:
         reasons.append(
-            f"{record['diverged_updates']} update(s) undid more than {threshold:.0%} of their "
-            f"SGHMC trajectories as diverged (the first by row {record['first_diverged_at']}, "
-            f"at most {record['max_diverged_fraction']:.0%}): the moves failed on this "
-            "posterior"
+            f"{diverged} update(s) undid more than {threshold:.0%} of their SGHMC trajectories "
+            f"as diverged (the first by row {first}, at most {largest:.0%}): the moves failed on "
+            "this posterior"
         )
-    if record["frozen_at"] is not None:
+    if frozen is not None:
         reasons.append(
-            f"the particles had collapsed onto one point by row {record['frozen_at']} (their "
-            f"spread under {FROZEN:g} of the posterior's variance)"
+            f"the particles had collapsed onto one point by row {frozen} (their spread under "
+            f"{FROZEN:g} of the posterior's variance)"
         )
-    if reasons:
-        record["reliable"] = False
-        record["reason"] = "; ".join(reasons) + (
-            ", and log Z may be off by more than its standard error"
-        )
-    summary["reliability"] = record
-
-
-def reliable(summary: dict[str, Any]) -> bool:
-    """Whether a model summary is unmarked (those stored before the record existed are)."""
-    return bool((summary.get("reliability") or initial())["reliable"])
+    reason = "; ".join(reasons) + ", and log Z may be off by more than its standard error"
+    return Reliability(
+        reliable=record.reliable and not reasons,
+        reason=reason if reasons else record.reason,
+        max_diverged_fraction=largest,
+        diverged_updates=diverged,
+        first_diverged_at=first,
+        frozen_at=frozen,
+    )

@@ -3,8 +3,9 @@
 One ``Worker`` is one lane of a worker process (lanes.py, worker_process.py). It serves
 comparisons round-robin (scheduling.py) under a short lease each (lease.py: one lane applies a
 comparison's chunks, in order), claims entries a dead worker left pending (XAUTOCLAIM),
-computes every model's new state and commits with one compare-and-set script on the
-comparison's version: a stale or redelivered write is a no-op. A chunk whose update fails is
+computes every model's new state and the comparison's progress record (progress.py; the public
+evidence body is its projection, evidence.py) and commits them with one compare-and-set script
+on the comparison's version: a stale or redelivered write is a no-op. A chunk whose update fails is
 retried, then its failing models leave or it is dead-lettered (poison.py); either way the
 comparison reports itself degraded, never silently. A comparison with a model this process
 cannot build (its family's plugin missing here) is left alone for a worker that can
@@ -20,27 +21,27 @@ from collections import deque
 
 import redis
 
-from modelcompare.estimators import CutOff, state_to_bytes
-from modelcompare.service.catch_up import catch_up, catching_up
+from modelcompare.estimators import CutOff
+from modelcompare.service.catch_up import catch_up_all
+from modelcompare.service.chunk_update import update_models
+from modelcompare.service.commit import commit_of, skip_commit
 from modelcompare.service.core.config import Settings
-from modelcompare.service.engine import runner_for
-from modelcompare.service.evidence import evidence_body, joined_models, model_summaries, trace_point
+from modelcompare.service.engine import runners_of
 from modelcompare.service.housekeeping import Housekeeping
 from modelcompare.service.lanes import Lane
 from modelcompare.service.lease import Lease, held
 from modelcompare.service.metrics import Metrics
 from modelcompare.service.parallel import ModelTasks
 from modelcompare.service.poison import ChunkFailed, Poison
-from modelcompare.service.reliability import observe, reliable
+from modelcompare.service.reducers import after_chunk, marked_failed, settled
 from modelcompare.service.scheduling import Schedule
-from modelcompare.service.store.codec import decode_block, empty_block
+from modelcompare.service.store.codec import decode_block
 from modelcompare.service.store.connection import UNAVAILABLE, SyncClient
 from modelcompare.service.store.history import HistoryCache
 from modelcompare.service.store.queue import GONE, STALE, Commit, DeadLetter, Entry, Queue, Snapshot
 from modelcompare.service.store.tasks import TaskBoard
 from modelcompare.service.store.work import WorkFinder
 from modelcompare.service.unavailable import LeftAlone
-from modelcompare.service.window import advance
 
 log = logging.getLogger("modelcompare.worker")
 
@@ -154,7 +155,7 @@ class Worker:
         slice_ends = time.thread_time() + self.lane.cutoff
         while (commits < batch and not lease.lost.is_set() and not self.stopping.is_set()
                and (commits == 0 or time.thread_time() < slice_ends)):
-            if self.lane.express and catching_up(snap):
+            if self.lane.express and snap.progress.catching_up:
                 self.lane.hand_over(cid)  # a replay is bulk work: for the general lanes
                 return commits
             entry = pending.popleft() if pending else next(iter(self.queue.read(cid, 1)), None)
@@ -167,7 +168,7 @@ class Worker:
                 log.error("comparison %s: chunk %d arrived after %d", cid, entry.sequence,
                           snap.sequence)
                 return commits
-            if entry is None and not catching_up(snap):
+            if entry is None and not snap.progress.catching_up:
                 return commits
             started, cpu_started = time.perf_counter(), time.thread_time()
             try:
@@ -245,77 +246,22 @@ class Worker:
         (or when the operator chose to skip this chunk) the chunk is committed as an empty block:
         the models leave it out, and the comparison reports itself degraded. The models in
         ``failing`` are marked failed with the reason given and leave the comparison before the
-        chunk is applied to the others.
+        chunk is applied to the others. Reads and writes the progress record only: the evidence
+        body is its projection, made by ``commit_of``.
         """
         history = self.cache.of(cid, snap.spec, snap.sequence)
-        models = model_summaries(snap.evidence)
-        unmarked = {name for name, summary in models.items() if reliable(summary)}
-        had_failed = {name for name, summary in models.items() if summary["failed"]}
-        for name, why in (failing or {}).items():
-            models[name]["failed"] = why
-        runners = {m.name: runner_for(snap.spec, m) for m in snap.spec.models}
-        states: dict[str, bytes] = {}
-        for name, summary in models.items():
-            if summary["catching_up"]:
-                states[name] = state_to_bytes(catch_up(runners[name], snap, summary, history,
-                                                       self.settings))
-        sequence, block, error = snap.sequence, b"", snap.evidence["last_error"]
-        n_observations, trace, seconds = snap.evidence["n_observations"], None, None
-        skipped = snap.evidence.get("skipped_chunks", 0)
-        reason = snap.evidence.get("status_reason") if skipped else None
-        if entry is not None:
-            sequence, block = entry.sequence, entry.block
-            rows = decode_block(entry.block)
-            joined = joined_models(models)
-            if dead_letter is None and snap.skip != sequence:
-                started = time.perf_counter()
-                before = {name: states.get(name, snap.states[name]) for name in joined}
-                # a model that caught up in this step has a state no helper can read
-                updated = self.tasks.update_all(cid, runners, before, rows, entry.block,
-                                                history.prefix(snap.sequence), sequence,
-                                                self.lane.cutoff, alone=bool(states))
-                seconds = time.perf_counter() - started
-                if any(r.error for r in updated.values()):
-                    raise ChunkFailed.of(updated)
-                n_observations += rows.count
-                for name, result in updated.items():
-                    states[name] = result.state
-                    models[name].update(result.summary)
-                    advance(models[name], self.settings.evidence_window_rows)
-                    observe(models[name], self.settings.diverged_warning_fraction)
-            else:
-                block = empty_block(snap.spec.x_dim, snap.spec.has_y)
-                message = "skipped by the operator" if dead_letter is None else dead_letter.error
-                error = {"sequence": sequence, "message": message}
-                skipped += 1
-                reason = (f"{skipped} chunk(s) dead-lettered and skipped, their rows left out of "
-                          f"the evidence (last: chunk {sequence}, {message})")
-            for name in joined:
-                models[name]["sequence"] = sequence
-            trace = {"sequence": sequence, "version": snap.version + 1,
-                     "n_observations": n_observations,
-                     "compute_seconds": None if seconds is None else round(seconds, 4),
-                     "models": {n: trace_point(models[n]) for n in joined}}
-        body = evidence_body(snap.spec, models, version=snap.version + 1, sequence=sequence,
-                             n_observations=n_observations, last_error=error,
-                             compute_seconds=seconds, status_reason=reason,
-                             skipped_chunks=skipped)
-        return Commit(
-            version=snap.version,
-            sequence=sequence,
-            entry_id="" if entry is None else entry.id,
-            block=block,
-            evidence=body,
-            trace=trace,
-            states=states,
-            catching_up=sum(bool(s["catching_up"]) for s in models.values()),
-            status_reason=reason,
-            dead_letter=dead_letter,
-            marked_unreliable={name: models[name]["reliability"]["reason"] for name in unmarked
-                               if not reliable(models[name])},
-            failed_models={name: summary["failed"] for name, summary in models.items()
-                           if summary["failed"] and name not in had_failed},
-        )
+        runners = runners_of(snap.spec)
+        progress, states = catch_up_all(runners, snap, marked_failed(snap.progress, failing or {}),
+                                        history, self.settings)
+        if entry is None:
+            return commit_of(snap, settled(progress), states)
+        if dead_letter is not None or snap.skip == entry.sequence:
+            return skip_commit(snap, progress, states, entry, dead_letter)
+        updated = update_models(self.tasks, cid, snap, entry, runners, progress, states, history,
+                                self.lane.cutoff)
+        progress = after_chunk(progress, updated.readings, entry.sequence, updated.rows,
+                               updated.seconds, self.settings)
+        return commit_of(snap, progress, {**states, **updated.states}, entry, entry.block)
 
     def _advance(self, cid: str, snap: Snapshot, commit: Commit) -> Snapshot:
         if commit.entry_id:
@@ -326,6 +272,6 @@ class Worker:
             spec=snap.spec,
             version=snap.version + 1,
             sequence=commit.sequence,
-            evidence=commit.evidence,
+            progress=commit.progress,
             states={**snap.states, **commit.states},
         )

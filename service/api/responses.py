@@ -1,6 +1,7 @@
 """Response bodies as the OpenAPI document declares them. Fields may be added, never renamed
-(DESIGN.md), so every body allows more properties than it lists; the listed ones are typed. A
-number the estimators cannot give (not yet computed, or not finite) is null."""
+(DESIGN.md), so every body allows more properties than it lists; the listed ones are typed, and
+the evidence body lists every field it has (tests/service/api/test_evidence_schema.py). A number
+the estimators cannot give (not yet computed, or not finite) is null."""
 
 from __future__ import annotations
 
@@ -116,7 +117,7 @@ class Reliability(Body):
     diverged_updates: int = Field(description="updates whose fraction exceeded the threshold")
     first_diverged_at: int | None = Field(description="rows seen after the first such update")
     frozen_at: int | None = Field(
-        None,  # records stored before the field existed lack it
+        None,  # bodies stored before the field existed lack it
         description="rows seen after the first update whose particles had collapsed (info.spread "
         "below 1e-4): log Z may then be off by more than its stderr"
     )
@@ -126,12 +127,17 @@ class ModelEvidence(Body):
     name: str
     family: str
     log_evidence: float | None = Field(description="running log Z of the rows seen")
-    log_evidence_stderr: float | None
-    n_observations: int
+    log_evidence_stderr: float | None = Field(description="standard error of log_evidence")
+    n_observations: int = Field(description="rows this model has absorbed")
+    sequence: int = Field(
+        description="chunks this model has taken (behind the comparison's while catching up)")
     ess: float | None = Field(description="effective sample size of the particles")
-    elbo: float | None = Field(description="MC-CAVI lower bound on log Z, where there is one")
+    elbo: float | None = Field(
+        description="MC-CAVI lower bound on log Z of the first elbo_n_observations rows, where "
+        "the family has one (refreshed each time the rows seen pass a power of two); else null")
+    elbo_n_observations: int = Field(description="rows the elbo was computed on (0: none yet)")
     catching_up: bool = Field(description="added mid-stream and still replaying the history")
-    failed: Any = Field(
+    failed: str | None = Field(
         description="why this model stopped updating (a chunk it failed on every attempt, or "
         "its catch-up replay failed; docs/guide/reliability.md, 'Poison chunks'), or null"
     )
@@ -139,11 +145,19 @@ class ModelEvidence(Body):
     posterior_probability: float | None = Field(
         description="null while catching up (not comparable yet) or once failed"
     )
-    info: dict[str, Any] | None = Field(description="the estimator's diagnostics of its last step")
+    info: dict[str, Any] | None = Field(
+        description="the estimator's diagnostics of its last update, as its Info record names "
+        "them (e.g. annealing_steps, diverged_fraction, reestimated); null before the first")
     window: WindowEvidence | None = Field(
-        description="windowed evidence of the last rows; null before the first chunk"
+        description="windowed evidence of the last rows; null before the first chunk and after "
+        "a re-estimate of log Z (info.reestimated), until the next chunk"
     )
     reliability: Reliability
+
+
+class LastError(Body):
+    sequence: int = Field(description="the chunk given up on")
+    message: str = Field(description="why: its last error, or that the operator skipped it")
 
 
 class Evidence(Body):
@@ -152,12 +166,15 @@ class Evidence(Body):
     sequence: int = Field(description="chunks applied")
     n_observations: int
     models: list[ModelEvidence]
-    last_error: dict[str, Any] | None
-    compute_seconds: float | None = Field(description="estimator time of the last step")
+    last_error: LastError | None = Field(description="the last chunk given up on, or null")
+    compute_seconds: float | None = Field(
+        description="estimator time of the step that made this version; null for a version "
+        "that applied no chunk")
     status: Literal["ok", "degraded", "waiting"] = Field(description=STATUS)
     status_reason: str | None
-    skipped_chunks: int
+    skipped_chunks: int = Field(description="dead-lettered chunks left out of the evidence")
     halted_at: int | None = Field(description="sequence of the dead-lettered chunk halting it")
+
 
 
 class ChunkAccepted(Body):

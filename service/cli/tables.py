@@ -10,8 +10,6 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from modelcompare.service.reliability import reliable
-
 FORMULA_WIDTH = 30  # characters a formula may take before it wraps, when names are shorter
 
 
@@ -54,7 +52,8 @@ def evidence_table(evidence: dict[str, Any], formulas: Mapping[str, str] | None 
         seen = n > 0 and m["log_evidence"] is not None
         state = ("failed" if m.get("failed") else f"catching up ({n}/{evidence['n_observations']})"
                  if m.get("catching_up") else "current")
-        if not m.get("failed") and not reliable(m):
+        # (a body from a server older than the reliability record has none: reliable)
+        if not m.get("failed") and not (m.get("reliability") or {}).get("reliable", True):
             state += ", unreliable"
             notes.append(f"{m['name']} unreliable: {m['reliability']['reason']}")
         cells: list[RenderableType] = [

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
 from modelcompare.estimators import Rows
+from modelcompare.service.progress import ComparisonProgress, encode
 from modelcompare.service.schemas import ComparisonSpec, ModelSpec
 from modelcompare.service.store import listing, scripts
 from modelcompare.service.store.codec import decode_block
@@ -16,6 +17,7 @@ from modelcompare.service.store.connection import AsyncClient, publish_command
 from modelcompare.service.store.keys import GROUP, Keys, created_key, index_key, work_channel
 from modelcompare.service.store.listing import Page
 from modelcompare.service.store.meta import META_FIELDS, Meta, meta_from_fields
+from modelcompare.service.store.progress import read_progress
 from modelcompare.service.store.resend import resend_on_lost_reply
 from modelcompare.service.store.trace import decode_point
 from modelcompare.service.store.waiting import shown_evidence, with_waiting
@@ -59,10 +61,10 @@ class Comparisons:
     def keys(self, cid: str) -> Keys:
         return Keys(self.prefix, cid)
 
-    async def create(
-        self, spec: ComparisonSpec, evidence: dict[str, Any], states: dict[str, bytes]
-    ) -> None:
-        """Write the comparison and list it. The new id is the request's identity: a re-send
+    async def create(self, spec: ComparisonSpec, progress: ComparisonProgress,
+                     evidence: dict[str, Any], states: dict[str, bytes]) -> None:
+        """Write the comparison (its progress record, the evidence body that is its public
+        view, the model states) and list it. The new id is the request's identity: a re-send
         after a lost reply finds the comparison written and changes nothing. On a failure that
         outlasts the re-sends (Redis unreachable, the request cancelled) remove whatever was
         written, then raise."""
@@ -70,9 +72,9 @@ class Comparisons:
         pairs: list[Any] = [item for name, data in states.items() for item in (name, data)]
         try:
             await resend_on_lost_reply(lambda: self._create(
-                keys=[keys.meta, keys.states, keys.evidence, keys.stream],
+                keys=[keys.meta, keys.states, keys.evidence, keys.stream, keys.progress],
                 args=[spec.model_dump_json(), json.dumps(evidence, allow_nan=False), GROUP,
-                      *pairs],
+                      encode(progress), *pairs],
             ), "create")
             await self.client.sadd(index_key(self.prefix), spec.id)
             await self.client.zadd(created_key(self.prefix), {spec.id: spec.created_at})
@@ -115,11 +117,19 @@ class Comparisons:
         return raw
 
     async def evidence(self, cid: str) -> dict[str, Any]:
-        """The evidence body as stored (what a write builds on)."""
+        """The evidence body as stored."""
         raw = await self.client.get(self.keys(cid).evidence)
         if raw is None:
             raise NotFound(cid)
         return json.loads(raw)
+
+    async def progress(self, cid: str) -> ComparisonProgress:
+        """The progress record at the current version (what a write builds on); built from the
+        stored evidence body where none is stored at that version (service/migration.py)."""
+        progress = await read_progress(self.client, self.keys(cid))
+        if progress is None:
+            raise NotFound(cid)
+        return progress
 
     async def trace(self, cid: str) -> list[dict[str, Any]]:
         await self.meta(cid)
@@ -241,6 +251,7 @@ class Comparisons:
         self,
         meta: Meta,
         spec: ComparisonSpec,
+        progress: ComparisonProgress,
         evidence: dict[str, Any],
         model: ModelSpec,
         state: bytes,
@@ -252,7 +263,7 @@ class Comparisons:
         stale, -1 gone, -2 name taken."""
         keys = self.keys(spec.id)
         result = await resend_on_lost_reply(lambda: self._add_model(
-            keys=[keys.meta, keys.states, keys.evidence, keys.receipt(request)],
+            keys=[keys.meta, keys.states, keys.evidence, keys.progress, keys.receipt(request)],
             args=[
                 *self._spec_change(meta, spec, evidence),
                 model.name,
@@ -262,22 +273,23 @@ class Comparisons:
                 int(catching_up),
                 meta.ingested,
                 self._publish,
+                encode(progress),
                 RECEIPT_TTL_MS,
             ],
         ), "add model")
         return int(result)
 
     async def remove_model(
-        self, meta: Meta, spec: ComparisonSpec, evidence: dict[str, Any], name: str,
-        catching_up: bool, request: str,
+        self, meta: Meta, spec: ComparisonSpec, progress: ComparisonProgress,
+        evidence: dict[str, Any], name: str, catching_up: bool, request: str,
     ) -> int:
         """Compare-and-set on ``meta.version``: 1 removed (also when the request's identity
         finds its first run), 0 stale, -1 gone, -2 no such model."""
         keys = self.keys(spec.id)
         result = await resend_on_lost_reply(lambda: self._remove_model(
-            keys=[keys.meta, keys.states, keys.evidence, keys.receipt(request)],
+            keys=[keys.meta, keys.states, keys.evidence, keys.progress, keys.receipt(request)],
             args=[*self._spec_change(meta, spec, evidence), name, int(catching_up),
-                  self._publish, RECEIPT_TTL_MS],
+                  self._publish, encode(progress), RECEIPT_TTL_MS],
         ), "remove model")
         return int(result)
 

@@ -7,12 +7,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from modelcompare.service.evidence import status_fields
+from modelcompare.service.evidence import evidence_body
+from modelcompare.service.progress import encode
+from modelcompare.service.reducers import next_version, resumed
+from modelcompare.service.schemas import ComparisonSpec
 from modelcompare.service.store import scripts
 from modelcompare.service.store.codec import decode_block
 from modelcompare.service.store.comparisons import RECEIPT_TTL_MS, NotFound
 from modelcompare.service.store.connection import AsyncClient, publish_command
 from modelcompare.service.store.keys import Keys, work_channel
+from modelcompare.service.store.progress import read_progress
 from modelcompare.service.store.resend import resend_on_lost_reply
 
 ResumeAction = Literal["retry", "skip"]
@@ -69,29 +73,31 @@ class DeadLetters:
         ``request``: the identity that makes a re-send after a lost reply a no-op."""
         keys = Keys(self.prefix, cid)
         for _ in range(20):
-            version, halted = await self.client.hmget(keys.meta, "version", "halted")
-            evidence = await self.client.get(keys.evidence)
-            if version is None or evidence is None:
+            spec, version, halted = await self.client.hmget(keys.meta, "spec", "version",
+                                                            "halted")
+            progress = await read_progress(self.client, keys)
+            if spec is None or progress is None:
                 raise NotFound(cid)
             if halted is None:
                 raise NotHalted(cid)
-            body = json.loads(evidence)
-            if body["version"] != int(version):
+            if progress.version != int(version):
                 continue
-            skipped = body.get("skipped_chunks", 0)
+            skipped = progress.skipped_chunks
             if action == "skip":
                 reason: str | None = f"chunk {int(halted)} is skipped on the operator's request"
             elif skipped:
                 reason = f"{skipped} chunk(s) dead-lettered and skipped, their rows left out"
             else:
                 reason = None
-            body.update(version=body["version"] + 1, **status_fields(reason, skipped, None))
+            progress = next_version(resumed(progress, reason))
+            body = evidence_body(ComparisonSpec.model_validate_json(spec), progress)
             result = await resend_on_lost_reply(functools.partial(
                 self._resume,
-                keys=[keys.meta, keys.evidence, keys.attempts, keys.receipt(request)],
+                keys=[keys.meta, keys.evidence, keys.attempts, keys.progress,
+                      keys.receipt(request)],
                 args=[int(version), halted, action, json.dumps(body, allow_nan=False),
                       reason or "", keys.updates, work_channel(self.prefix), cid, self._publish,
-                      RECEIPT_TTL_MS],
+                      encode(progress), RECEIPT_TTL_MS],
             ), "resume")
             if result == 1:
                 return body

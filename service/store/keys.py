@@ -28,8 +28,18 @@ class Keys:
         return self._key("states")
 
     @property
-    def evidence(self) -> str:  # string: the evidence body (JSON) at the current version
+    def evidence(self) -> str:
+        # string: the evidence body (JSON) at the current version, for readers: a projection of
+        # the progress record (service/evidence.py), never read back by a worker
         return self._key("evidence")
+
+    @property
+    def progress(self) -> str:
+        # string: the progress record (JSON, service/progress.py) at the current version, what
+        # the worker carries from step to step; written beside the states and the evidence body
+        # by the same scripts (absent for comparisons stored before it existed:
+        # service/migration.py)
+        return self._key("progress")
 
     @property
     def trace(self) -> str:  # list: one JSON entry per applied chunk

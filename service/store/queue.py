@@ -8,10 +8,12 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import redis
 
+from modelcompare.service.migration import progress_from_body
+from modelcompare.service.progress import ComparisonProgress, current, encode
 from modelcompare.service.schemas import ComparisonSpec
 from modelcompare.service.store import scripts
 from modelcompare.service.store.connection import SyncClient, is_cluster, publish_command
@@ -38,10 +40,22 @@ class Snapshot:
     spec: ComparisonSpec
     version: int
     sequence: int
-    evidence: dict[str, Any]
+    progress: ComparisonProgress
     states: dict[str, bytes] = field(default_factory=dict)
     halted: int = 0  # sequence of the dead-lettered chunk processing is halted on (0: none)
     skip: int = 0  # sequence of a halted chunk the operator chose to skip (0: none)
+
+
+class Stored(NamedTuple):
+    """What one read of a comparison found: its meta, one record key (raw) and the states."""
+
+    spec: ComparisonSpec
+    version: int
+    sequence: int
+    halted: int
+    skip: int
+    record: bytes | None
+    states: dict[str, bytes]
 
 
 @dataclass(frozen=True)
@@ -60,11 +74,10 @@ class Commit:
     sequence: int
     entry_id: str  # '' for a catch-up step that applies no new chunk
     block: bytes
-    evidence: dict[str, Any]
+    progress: ComparisonProgress  # at version + 1
+    evidence: dict[str, Any]  # its public view (service/evidence.py), for readers only
     trace: dict[str, Any] | None
     states: dict[str, bytes]
-    catching_up: int
-    status_reason: str | None = None
     halt: bool = False  # record the dead letter and stop on the entry instead of applying it
     dead_letter: DeadLetter | None = None
     # models this step marked unreliable (service/reliability.py), with the reason
@@ -138,23 +151,33 @@ class Queue:
         return removed
 
     def snapshot(self, cid: str) -> Snapshot | None:
+        """The comparison at its current version, read in one transaction; None once it is
+        gone. The evidence body is read only where no progress record is stored at that
+        version (service/migration.py): the record is built from it, once."""
         keys = self.keys(cid)
+        stored = self._read(keys, keys.progress)
+        progress = None if stored is None else current(stored.record, stored.version)
+        if stored is not None and progress is None:
+            stored = self._read(keys, keys.evidence)
+            if stored is not None and stored.record is not None:
+                progress = progress_from_body(json.loads(stored.record))
+        if stored is None or progress is None:
+            return None
+        return Snapshot(spec=stored.spec, version=stored.version, sequence=stored.sequence,
+                        progress=progress, states=stored.states, halted=stored.halted,
+                        skip=stored.skip)
+
+    def _read(self, keys: Keys, record: str) -> Stored | None:
         pipe = self.client.pipeline(transaction=True)
         pipe.hmget(keys.meta, "spec", "version", "sequence", "halted", "skip")
-        pipe.get(keys.evidence)
+        pipe.get(record)
         pipe.hgetall(keys.states)
-        (spec, version, sequence, halted, skip), evidence, states = pipe.execute()
-        if spec is None or evidence is None:
+        (spec, version, sequence, halted, skip), raw, states = pipe.execute()
+        if spec is None:
             return None
-        return Snapshot(
-            spec=ComparisonSpec.model_validate_json(spec),
-            version=int(version),
-            sequence=int(sequence),
-            evidence=json.loads(evidence),
-            states={name.decode(): data for name, data in states.items()},
-            halted=int(halted or 0),
-            skip=int(skip or 0),
-        )
+        return Stored(ComparisonSpec.model_validate_json(spec), int(version), int(sequence),
+                      int(halted or 0), int(skip or 0), raw,
+                      {name.decode(): data for name, data in states.items()})
 
     def spec(self, cid: str) -> ComparisonSpec | None:
         raw = self.client.hget(self.keys(cid).meta, "spec")
@@ -207,7 +230,8 @@ class Queue:
         dead = commit.dead_letter
         result = self._commit(
             keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream,
-                  keys.dead_letters, keys.attempts, keys.tasks, keys.tasks_done, keys.waiting],
+                  keys.dead_letters, keys.attempts, keys.tasks, keys.tasks_done, keys.waiting,
+                  keys.progress],
             args=[
                 commit.version,
                 commit.sequence,
@@ -217,8 +241,8 @@ class Queue:
                 json.dumps(commit.evidence, allow_nan=False),
                 "" if commit.trace is None else encode_point(commit.trace),
                 keys.updates,
-                commit.catching_up,
-                commit.status_reason or "",
+                commit.progress.catching_up,
+                commit.progress.status_reason or "",
                 int(commit.halt),
                 "" if dead is None else dead.error or "error",
                 0 if dead is None else dead.attempts,
@@ -226,6 +250,7 @@ class Queue:
                 b"" if dead is None else dead.block,
                 repr(time.time()),
                 self._publish,
+                encode(commit.progress),
                 *pairs,
             ],
         )

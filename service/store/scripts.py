@@ -25,15 +25,17 @@ def with_receipt(body: str) -> str:
         "return result\n"
     )
 
-# KEYS: meta, states, evidence, stream. ARGV: spec, evidence, group, then (model, state) pairs.
+# KEYS: meta, states, evidence, stream, progress. ARGV: spec, evidence, group, progress, then
+# (model, state) pairs.
 # ``models`` counts the models ever in the spec (created, then added; a removal leaves it):
 # ingest compares it with the spec it validated against, which no add-then-remove can fool.
 CREATE = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'spec', ARGV[1], 'version', 0, 'sequence', 0, 'next_seq', 0,
-           'models', (#ARGV - 3) / 2)
+           'models', (#ARGV - 4) / 2)
 redis.call('SET', KEYS[3], ARGV[2])
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+redis.call('SET', KEYS[5], ARGV[4])
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('XGROUP', 'CREATE', KEYS[4], ARGV[3], '0', 'MKSTREAM')
 return 1
 """
@@ -81,14 +83,15 @@ return {'accepted', seq, ARGV[3]}
 # The compare-and-set commit of a worker.
 # KEYS: meta, states, evidence, trace, blocks, stream, dead letters, attempts, tasks, tasks
 # done (the model updates of the chunk, shared out: deleted with the chunk's commit), waiting
-# (a worker that could not serve the comparison said why: one that can just did, so it goes).
+# (a worker that could not serve the comparison said why: one that can just did, so it goes),
+# progress.
 # ARGV: 1 expected version, 2 sequence, 3 block, 4 group, 5 stream entry id ('' for a catch-up
 # step that applies no new chunk), 6 evidence JSON, 7 trace JSON ('' for none), 8 updates
 # channel, 9 number of models still catching up, 10 status reason ('' when ok), 11 '1' to halt
 # on the entry instead of applying it, 12 dead-letter error ('' for no dead letter),
 # 13 its failed attempts, 14 its action (halted|skipped), 15 the entry's original block,
-# 16 time (s), 17 the publish command (PUBLISH, or SPUBLISH in a cluster), then (model, state)
-# pairs.
+# 16 time (s), 17 the publish command (PUBLISH, or SPUBLISH in a cluster), 18 the progress
+# record (JSON), then (model, state) pairs.
 # A halting commit records the dead letter and leaves the entry pending and the sequence as it
 # is; every other commit with an entry appends its block (empty for a skipped chunk) and acks it.
 # Returns 1 applied, 0 stale (no-op), -1 comparison gone.
@@ -116,10 +119,11 @@ if ARGV[5] ~= '' then
   redis.call('DEL', KEYS[9], KEYS[10])
 end
 if ARGV[7] ~= '' then redis.call('RPUSH', KEYS[4], ARGV[7]) end
-for i = 18, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+for i = 19, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'catching_up', ARGV[9], 'status_reason', ARGV[10])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[3], ARGV[6])
+redis.call('SET', KEYS[12], ARGV[18])
 redis.call('DEL', KEYS[11])
 redis.call(ARGV[17], ARGV[8], ARGV[6])
 return 1
@@ -137,9 +141,9 @@ return 1
 
 # An operator resumes a halted comparison: retry the dead-lettered chunk, or skip it (the
 # worker then commits it as an empty block).
-# KEYS: meta, evidence, attempts, receipt. ARGV: expected version, halted sequence, action
-# (retry|skip), evidence JSON, status reason ('' when ok), updates channel, work channel,
-# comparison id, the publish command of the updates channel, receipt ttl ms.
+# KEYS: meta, evidence, attempts, progress, receipt. ARGV: expected version, halted sequence,
+# action (retry|skip), evidence JSON, status reason ('' when ok), updates channel, work channel,
+# comparison id, the publish command of the updates channel, progress JSON, receipt ttl ms.
 # Returns 1 resumed, 0 stale version, -1 comparison gone, -2 not halted on that sequence.
 RESUME = with_receipt("""
 local meta = redis.call('HMGET', KEYS[1], 'version', 'halted')
@@ -152,15 +156,16 @@ if ARGV[3] == 'skip' then redis.call('HSET', KEYS[1], 'skip', ARGV[2]) end
 redis.call('HSET', KEYS[1], 'status_reason', ARGV[5])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[2], ARGV[4])
+redis.call('SET', KEYS[4], ARGV[10])
 redis.call(ARGV[9], ARGV[6], ARGV[4])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
 return 1
 """)
 
-# KEYS: meta, states, evidence, receipt. ARGV: expected version, spec, evidence, updates
-# channel, model name, state, work channel, comparison id, 1 if the model must catch up else 0,
-# chunks ingested when the caller checked them against the model (next_seq), the publish
-# command of the updates channel, receipt ttl ms.
+# KEYS: meta, states, evidence, progress, receipt. ARGV: expected version, spec, evidence,
+# updates channel, model name, state, work channel, comparison id, 1 if the model must catch up
+# else 0, chunks ingested when the caller checked them against the model (next_seq), the
+# publish command of the updates channel, progress JSON, receipt ttl ms.
 # Returns 1 added, 0 stale (version, or chunks ingested since the check), -1 comparison gone,
 # -2 name taken.
 ADD_MODEL = with_receipt("""
@@ -178,17 +183,18 @@ redis.call('HINCRBY', KEYS[1], 'catching_up', ARGV[9])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HSET', KEYS[2], ARGV[5], ARGV[6])
 redis.call('SET', KEYS[3], ARGV[3])
+redis.call('SET', KEYS[4], ARGV[12])
 redis.call(ARGV[11], ARGV[4], ARGV[3])
 redis.call('PUBLISH', ARGV[7], ARGV[8])
 return 1
 """)
 
-# KEYS: meta, states, evidence, receipt. ARGV: expected version, spec (without the model),
-# evidence, updates channel, model name, 1 if the model was catching up else 0, the publish
-# command of the updates channel, receipt ttl ms. The other models' states stay as they are:
-# each model's update depends only on its own state and (seed, model, sequence). 'models'
-# (models ever added) stays: a chunk validated against more models than remain is valid for
-# the rest.
+# KEYS: meta, states, evidence, progress, receipt. ARGV: expected version, spec (without the
+# model), evidence, updates channel, model name, 1 if the model was catching up else 0, the
+# publish command of the updates channel, progress JSON, receipt ttl ms. The other models'
+# states stay as they are: each model's update depends only on its own state and (seed, model,
+# sequence). 'models' (models ever added) stays: a chunk validated against more models than
+# remain is valid for the rest.
 # Returns 1 removed, 0 stale version, -1 comparison gone, -2 no such model.
 REMOVE_MODEL = with_receipt("""
 local version = redis.call('HGET', KEYS[1], 'version')
@@ -201,6 +207,7 @@ redis.call('HSET', KEYS[1], 'catching_up', math.max(0, catching_up - tonumber(AR
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('HDEL', KEYS[2], ARGV[5])
 redis.call('SET', KEYS[3], ARGV[3])
+redis.call('SET', KEYS[4], ARGV[8])
 redis.call(ARGV[7], ARGV[4], ARGV[3])
 return 1
 """)

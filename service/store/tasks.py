@@ -2,23 +2,22 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Any
 
 import redis
 
+from modelcompare.service.progress import Reading
 from modelcompare.service.store import scripts
 from modelcompare.service.store.keys import Keys, work_channel
 
 
 @dataclass(frozen=True)
 class Staged:
-    """One model's staged result: its new state and evidence summary, or why it failed."""
+    """One model's staged result: its new state and what it reads, or why it failed."""
 
     state: bytes
-    summary: dict[str, Any]
+    reading: Reading | None
     error: str | None = None
     # the failure was running past the chunk's compute budget, which the models one worker
     # computes share: the model it stopped in is not necessarily the slow one
@@ -61,9 +60,9 @@ class TaskBoard:
 
     def stage(self, cid: str, sequence: int, name: str, result: Staged) -> None:
         keys = Keys(self.prefix, cid)
+        reading = b"" if result.reading is None else result.reading.model_dump_json()
         self._stage(keys=[keys.tasks, keys.tasks_done, keys.meta],
-                    args=[sequence, name, result.state,
-                          json.dumps(result.summary, allow_nan=False), result.error or "",
+                    args=[sequence, name, result.state, reading, result.error or "",
                           int(result.over_budget)])
 
     def wait(self, cid: str, timeout: float) -> None:
@@ -82,9 +81,9 @@ class TaskBoard:
         for index, name in enumerate(names):
             state, summary, error, over_budget = values[1 + 4 * index : 5 + 4 * index]
             if error is not None:
-                staged[name] = Staged(b"", {}, error.decode(), over_budget == b"1")
+                staged[name] = Staged(b"", None, error.decode(), over_budget == b"1")
             elif summary is not None:
-                staged[name] = Staged(state, json.loads(summary))
+                staged[name] = Staged(state, Reading.model_validate_json(summary))
         return staged
 
     def committed_state(self, cid: str, name: str) -> tuple[bytes, int, bytes] | None:

@@ -94,7 +94,7 @@ def replay(spec: ComparisonSpec, blocks: list[bytes]) -> tuple[dict[str, bytes],
         for runner in runners:
             states[runner.name], _ = runner.update(states[runner.name], rows,
                                                    history.prefix(sequence - 1), sequence)
-            point[runner.name] = runner.summary(states[runner.name], None)["log_evidence"]
+            point[runner.name] = runner.reading(states[runner.name], None).log_evidence
         history.append(rows)
         trace.append(point)
     return {name: state_to_bytes(state) for name, state in states.items()}, trace

@@ -26,9 +26,11 @@ from modelcompare.service.api.responses import (
     returns,
 )
 from modelcompare.service.engine import runner_for
-from modelcompare.service.evidence import evidence_body, model_summaries, prior_probabilities
+from modelcompare.service.evidence import evidence_body, prior_probabilities
 from modelcompare.service.formula import check_stored
 from modelcompare.service.limits import LimitExceeded
+from modelcompare.service.progress import ComparisonProgress, ModelProgress
+from modelcompare.service.reducers import next_version, started, with_model, without_model
 from modelcompare.service.schemas import (
     BaseModelIn,
     ComparisonIn,
@@ -83,13 +85,11 @@ def describe(meta: Meta) -> dict[str, Any]:
     }
 
 
-def initial(spec: ComparisonSpec, name: str, catching_up: bool) -> tuple[dict[str, Any], bytes]:
-    """A model's summary and state before it has seen any row."""
+def initial(spec: ComparisonSpec, name: str, catching_up: bool) -> tuple[ModelProgress, bytes]:
+    """A model's progress and state before it has seen any row."""
     runner = runner_for(spec, spec.model(name))
     state = runner.init_state()
-    summary = {**runner.summary(state, None), "catching_up": catching_up, "failed": None,
-               "sequence": 0}
-    return summary, state_to_bytes(state)
+    return started(runner.reading(state, None), catching_up), state_to_bytes(state)
 
 
 def _check_reading(spec: ComparisonSpec, model: BaseModelIn) -> None:
@@ -122,9 +122,10 @@ async def create_comparison(body: ComparisonIn, store: StoreDep,
         raise _invalid(exc) from None
     parts = await run_in_threadpool(lambda: {m.name: initial(spec, m.name, False)
                                              for m in spec.models})
-    evidence = evidence_body(spec, {n: s for n, (s, _) in parts.items()}, version=0, sequence=0,
-                             n_observations=0, last_error=None)
-    await store.create(spec, evidence, {n: state for n, (_, state) in parts.items()})
+    progress = ComparisonProgress(version=0, sequence=0, n_observations=0,
+                                  models={n: model for n, (model, _) in parts.items()})
+    await store.create(spec, progress, evidence_body(spec, progress),
+                       {n: state for n, (_, state) in parts.items()})
     return describe(Meta(spec, 0, 0, 0))
 
 
@@ -164,22 +165,6 @@ async def get_comparison(cid: str, store: StoreDep) -> dict[str, Any]:
 async def delete_comparison(cid: str, store: StoreDep, request: RequestIdentity) -> Response:
     await store.delete(cid, request)
     return Response(status_code=204)
-
-
-def _next_evidence(spec: ComparisonSpec, current: dict[str, Any],
-                   models: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """The evidence one version after ``current`` for ``spec``'s models, everything else kept."""
-    return evidence_body(
-        spec,
-        models,
-        version=current["version"] + 1,
-        sequence=current["sequence"],
-        n_observations=current["n_observations"],
-        last_error=current["last_error"],
-        status_reason=current.get("status_reason"),
-        skipped_chunks=current.get("skipped_chunks", 0),
-        halted_at=current.get("halted_at"),
-    )
 
 
 async def _check_stored_rows(store: Comparisons, meta: Meta, spec: ComparisonSpec,
@@ -228,13 +213,13 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep, settings: Settings
             raise _invalid(exc) from None
         await _check_stored_rows(store, meta, spec, model)
         catching_up = meta.sequence > 0
-        summary, state = await run_in_threadpool(initial, spec, model.name, catching_up)
-        current = await store.evidence(cid)
-        if current["version"] != meta.version:
+        joining, state = await run_in_threadpool(initial, spec, model.name, catching_up)
+        current = await store.progress(cid)
+        if current.version != meta.version:
             continue
-        evidence = _next_evidence(spec, current, {**model_summaries(current),
-                                                  model.name: summary})
-        result = await store.add_model(meta, spec, evidence, model, state, catching_up,
+        progress = next_version(with_model(current, model.name, joining))
+        evidence = evidence_body(spec, progress)
+        result = await store.add_model(meta, spec, progress, evidence, model, state, catching_up,
                                        request)
         if result == 1:
             return {"model": model.name, "catching_up": catching_up, "evidence": evidence}
@@ -266,14 +251,13 @@ async def remove_model(cid: str, name: str, store: StoreDep,
                            "the comparison instead", {"id": cid, "model": name})
         spec = meta.spec.model_copy(
             update={"models": [m for m in meta.spec.models if m.name != name]})
-        current = await store.evidence(cid)
-        if current["version"] != meta.version:
+        current = await store.progress(cid)
+        if current.version != meta.version:
             continue
-        models = model_summaries(current)
-        removed = models.pop(name)
-        evidence = _next_evidence(spec, current, models)
-        result = await store.remove_model(meta, spec, evidence, name, removed["catching_up"],
-                                          request)
+        progress = next_version(without_model(current, name))
+        evidence = evidence_body(spec, progress)
+        result = await store.remove_model(meta, spec, progress, evidence, name,
+                                          current.models[name].catching_up, request)
         if result == 1:
             return {"model": name, "evidence": evidence}
         if result == -1:

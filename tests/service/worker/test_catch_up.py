@@ -12,6 +12,7 @@ import torch
 from modelcompare.estimators import BudgetExceeded, Deadline, Progress, Rows
 from modelcompare.service.catch_up import catch_up
 from modelcompare.service.core.config import Settings
+from modelcompare.service.progress import ComparisonProgress, ModelProgress, Reading
 from modelcompare.service.store.history import BlockHistory
 from modelcompare.service.store.queue import Snapshot
 
@@ -40,20 +41,23 @@ class SlowRunner:
             raise BudgetExceeded(Progress(0, None, 0))
         return state + rows.count, None
 
-    def summary(self, state: int, info: None) -> dict[str, Any]:
-        return {"n_observations": state, "log_evidence": 0.0, "log_evidence_stderr": 0.0}
+    def reading(self, state: int, info: None) -> Reading:
+        return Reading(n_observations=state, log_evidence=0.0, log_evidence_stderr=0.0,
+                       ess=None, info=info)
 
 
-def replay(runner: SlowRunner, chunks: int, budget: float) -> tuple[int, dict[str, Any]]:
+def replay(runner: SlowRunner, chunks: int, budget: float) -> tuple[int, ModelProgress]:
     history = BlockHistory(1, has_y=False)
     for _ in range(chunks):
         history.append(Rows(torch.zeros(3, 1, dtype=torch.float64), None))
-    snap = Snapshot(spec=None, version=1, sequence=chunks, evidence={},  # type: ignore[arg-type]
-                    states={runner.name: b"0"})
-    summary: dict[str, Any] = {"sequence": 0, "catching_up": True}
+    model = ModelProgress(sequence=0, n_observations=0, log_evidence=None,
+                          log_evidence_stderr=None, ess=None, info=None, catching_up=True)
+    progress = ComparisonProgress(version=1, sequence=chunks, n_observations=3 * chunks,
+                                  models={runner.name: model})
+    snap = Snapshot(spec=None, version=1, sequence=chunks,  # type: ignore[arg-type]
+                    progress=progress, states={runner.name: b"0"})
     settings = Settings(batch_chunks=chunks, evidence_window_rows=100, update_budget=budget)
-    state = catch_up(runner, snap, summary, history, settings)
-    return state, summary
+    return catch_up(runner, snap, model, history, settings)  # type: ignore[arg-type]
 
 
 @pytest.mark.slow
@@ -61,13 +65,14 @@ def test_a_replay_step_stops_once_the_update_budget_has_passed() -> None:
     runner = SlowRunner(0.3)
     state, summary = replay(runner, chunks=8, budget=0.5)
     # the first chunk ends near 0.3 s, the second starts before 0.5 s: no third one this step
-    assert (state, summary["sequence"], summary["catching_up"]) == (6, 2, True)
+    assert (state, summary.sequence, summary.catching_up) == (6, 2, True)
     assert all(deadline is not None for deadline in runner.deadlines)
-    assert "failed" not in summary
+    assert summary.failed is None
 
 
 def test_a_replayed_chunk_past_the_budget_fails_the_model_and_keeps_its_state() -> None:
     runner = SlowRunner(0.2)
     state, summary = replay(runner, chunks=4, budget=0.1)
-    assert state == 0 and summary["catching_up"] is False
-    assert summary["failed"].startswith("BudgetExceeded: the update ran past its deadline")
+    assert state == 0 and summary.catching_up is False
+    assert summary.failed is not None
+    assert summary.failed.startswith("BudgetExceeded: the update ran past its deadline")

@@ -147,8 +147,8 @@ def test_a_staged_failure_says_whether_the_budget_ran_out(start_server: StartSer
     block = store.xrange(Keys(prefix, cid).stream, count=1)[0][1][b"block"]
     board = TaskBoard(store, prefix, "helper")
     board.open(cid, 1, block, ["right", "wrong_noise"])
-    slow = Staged(b"", {}, "model 'right': BudgetExceeded: late", over_budget=True)
-    broken = Staged(b"", {}, "model 'wrong_noise': EstimatorError: broken")
+    slow = Staged(b"", None, "model 'right': BudgetExceeded: late", over_budget=True)
+    broken = Staged(b"", None, "model 'wrong_noise': EstimatorError: broken")
     board.stage(cid, 1, "right", slow)
     board.stage(cid, 1, "wrong_noise", broken)
     results = board.results(cid, 1, ["right", "wrong_noise"])

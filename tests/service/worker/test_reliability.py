@@ -10,52 +10,63 @@ import pytest
 from service_helpers import chunks, comparison_body, regression_data, wait_for_sequence
 from service_server import StartServer
 
-from modelcompare.service.reliability import initial, observe, reliable
+from modelcompare.service.progress import Reliability
+from modelcompare.service.reliability import observe
 
 
-def updated(summary: dict[str, Any], n: int, fraction: float | None,
-            threshold: float = 0.1, spread: float | None = None) -> dict[str, Any]:
-    summary.update(n_observations=n, info={"diverged_fraction": fraction, "spread": spread})
-    observe(summary, threshold)
-    return summary["reliability"]
+class Observed:
+    """A model's reliability record, folded one update at a time."""
+
+    def __init__(self) -> None:
+        self.record = Reliability()
+
+    def __call__(self, n: int, fraction: float | None, threshold: float = 0.1,
+                 spread: float | None = None) -> dict[str, Any]:
+        self.record = observe(self.record, {"diverged_fraction": fraction, "spread": spread}, n,
+                              threshold)
+        return self.record.model_dump()
+
+
+INITIAL = Reliability().model_dump()
 
 
 def test_healthy_and_exact_updates_leave_the_model_reliable() -> None:
-    summary: dict[str, Any] = {}
-    assert updated(summary, 100, None) == initial()  # exact moves: nothing to count
-    record = updated(summary, 200, 0.02)
-    assert record == {**initial(), "max_diverged_fraction": 0.02}
-    assert updated(summary, 300, 0.1)["reliable"] is True  # at the threshold: not past it
-    assert reliable(summary) and reliable({})  # {}: stored before the record existed
+    updated = Observed()
+    assert updated(100, None) == INITIAL  # exact moves: nothing to count
+    record = updated(200, 0.02)
+    assert record == {**INITIAL, "max_diverged_fraction": 0.02}
+    assert updated(300, 0.1)["reliable"] is True  # at the threshold: not past it
+    assert updated.record.reliable and Reliability.model_validate({}).reliable  # stored before
+    assert observe(Reliability(), None, 100, 0.1) == Reliability()  # an update without Info
 
 
 def test_one_diverged_update_marks_the_model_for_good() -> None:
-    summary: dict[str, Any] = {}
-    updated(summary, 500, 0.0)
-    record = updated(summary, 1000, 0.75)
+    updated = Observed()
+    updated(500, 0.0)
+    record = updated(1000, 0.75)
     assert (record["reliable"], record["diverged_updates"], record["first_diverged_at"]) == (
         False, 1, 1000)
     assert "more than 10% of their SGHMC trajectories" in record["reason"]
     assert "by row 1000, at most 75%" in record["reason"]
-    calm = updated(summary, 1500, 0.0)  # the damage is done: later calm updates clear nothing
-    assert calm == record and not reliable(summary)
-    again = updated(summary, 2000, 0.5)
+    calm = updated(1500, 0.0)  # the damage is done: later calm updates clear nothing
+    assert calm == record and not updated.record.reliable
+    again = updated(2000, 0.5)
     assert (again["diverged_updates"], again["first_diverged_at"],
             again["max_diverged_fraction"]) == (2, 1000, 0.75)
 
 
 def test_a_frozen_cloud_marks_the_model_for_good() -> None:
-    summary: dict[str, Any] = {}
-    assert updated(summary, 1000, 0.0, spread=0.6)["reliable"] is True
-    assert updated(summary, 1500, 0.0, spread=2e-4)["reliable"] is True  # above 1e-4
-    record = updated(summary, 2000, 0.0, spread=6e-20)
+    updated = Observed()
+    assert updated(1000, 0.0, spread=0.6)["reliable"] is True
+    assert updated(1500, 0.0, spread=2e-4)["reliable"] is True  # above 1e-4
+    record = updated(2000, 0.0, spread=6e-20)
     assert (record["reliable"], record["frozen_at"], record["diverged_updates"]) == (
         False, 2000, 0)
     assert record["reason"] == (
         "the particles had collapsed onto one point by row 2000 (their spread under 0.0001 of "
         "the posterior's variance), and log Z may be off by more than its standard error")
-    assert updated(summary, 2500, 0.0, spread=1.0) == record  # sticky
-    both = updated(summary, 3000, 0.5, spread=1.0)
+    assert updated(2500, 0.0, spread=1.0) == record  # sticky
+    both = updated(3000, 0.5, spread=1.0)
     assert both["reason"].startswith("1 update(s) undid more than 10% of their SGHMC")
     assert both["reason"].endswith("by row 2000 (their spread under 0.0001 of the posterior's "
                                    "variance), and log Z may be off by more than its standard "

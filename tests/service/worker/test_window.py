@@ -13,18 +13,23 @@ from service_server import StartServer
 
 from modelcompare.estimators import OnlineEvidence, exact_log_evidence
 from modelcompare.models import LinearRegression
+from modelcompare.service.progress import ModelProgress, Window
 from modelcompare.service.window import MAX_CHECKPOINTS, advance, bayes_factors
 
 
-def summary_of(tracker: OnlineEvidence) -> dict[str, Any]:
-    return {
-        "n_observations": tracker.n_observations,
-        "log_evidence": tracker.log_evidence,
-        "log_evidence_stderr": tracker.log_evidence_stderr,
-    }
+def model(n: int, log_z: float, stderr: float, **info: Any) -> ModelProgress:
+    return ModelProgress(sequence=0, n_observations=n, log_evidence=log_z,
+                         log_evidence_stderr=stderr, ess=None, info=info)
 
 
-def stream(chunk: int, rows: int, window: int, method: str = "exact") -> tuple[dict, Any, Any]:
+def read(summary: ModelProgress, n: int, log_z: float, stderr: float,
+         **info: Any) -> ModelProgress:
+    return summary.model_copy(update={"n_observations": n, "log_evidence": log_z,
+                                      "log_evidence_stderr": stderr, "info": info})
+
+
+def stream(chunk: int, rows: int, window: int,
+           method: str = "exact") -> tuple[ModelProgress, Any, Any]:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(rows, 2, generator=g, dtype=torch.float64)
     y = x @ torch.tensor([1.0, -0.5], dtype=torch.float64) + torch.randn(
@@ -32,11 +37,11 @@ def stream(chunk: int, rows: int, window: int, method: str = "exact") -> tuple[d
     )
     kwargs = {} if method == "exact" else {"seed": 0}
     tracker = OnlineEvidence(LinearRegression(2), method=method, **kwargs)
-    summary: dict[str, Any] = {}
+    summary = model(0, 0.0, 0.0)
     for start in range(0, rows, chunk):
         tracker.update(x[start : start + chunk], y[start : start + chunk])
-        summary.update(summary_of(tracker))
-        advance(summary, window)
+        summary = advance(read(summary, tracker.n_observations, tracker.log_evidence,
+                               tracker.log_evidence_stderr), window)
     return summary, x, y
 
 
@@ -45,40 +50,42 @@ def stream(chunk: int, rows: int, window: int, method: str = "exact") -> tuple[d
 def test_the_window_is_the_exact_conditional_evidence_of_the_last_rows(chunk: int) -> None:
     rows, window = 2000, 500
     summary, x, y = stream(chunk, rows, window)
-    spanned = summary["window"]["rows"]
-    assert spanned >= window and len(summary["window_checkpoints"]) <= MAX_CHECKPOINTS
+    assert summary.window is not None
+    spanned = summary.window.rows
+    assert spanned >= window and len(summary.checkpoints) <= MAX_CHECKPOINTS
     model = LinearRegression(2)
     first = rows - spanned
     expected = exact_log_evidence(model, x, y) - exact_log_evidence(model, x[:first], y[:first])
-    assert summary["window"]["log_evidence"] == pytest.approx(expected, rel=1e-9)
-    assert summary["window"]["log_evidence_stderr"] == 0.0
+    assert summary.window.log_evidence == pytest.approx(expected, rel=1e-9)
+    assert summary.window.log_evidence_stderr == 0.0
     if chunk == 100:
         assert spanned == window  # chunks end on the window's start: no thinning needed
 
 
 def test_before_w_rows_the_window_is_the_whole_stream() -> None:
     summary, _, _ = stream(100, 300, 500)
-    assert summary["window"]["rows"] == 300
-    assert summary["window"]["log_evidence"] == pytest.approx(summary["log_evidence"])
+    assert summary.window is not None and summary.window.rows == 300
+    assert summary.window.log_evidence == pytest.approx(summary.log_evidence)
 
 
 def test_sgais_window_variance_is_the_variance_added_inside_it() -> None:
     summary, _, _ = stream(150, 600, 300, method="sgais")
-    points = summary["window_checkpoints"]
-    assert summary["window"]["log_evidence_stderr"] == pytest.approx(
+    points = summary.checkpoints
+    assert summary.window is not None and summary.log_evidence_stderr is not None
+    assert summary.window.log_evidence_stderr == pytest.approx(
         math.sqrt(points[-1][2] - points[0][2])
     )
-    assert 0.0 < summary["window"]["log_evidence_stderr"] < summary["log_evidence_stderr"]
+    assert 0.0 < summary.window.log_evidence_stderr < summary.log_evidence_stderr
 
 
 def test_bayes_factors_against_the_best_window() -> None:
-    def model(name: str, log_z: float, stderr: float) -> dict[str, Any]:
-        window = {"rows": 500, "log_evidence": log_z, "log_evidence_stderr": stderr}
-        return {"name": name, "window": window}
-
-    models = [model("a", -700.0, 0.3), model("b", -690.0, 0.4), model("c", -650.0, 0.1)]
-    bayes_factors(models, {"a", "b"})  # c is catching up: not comparable
-    a, b, c = (m["window"] for m in models)
+    windows: dict[str, Window | None] = {
+        name: Window(rows=500, log_evidence=log_z, log_evidence_stderr=stderr)
+        for name, log_z, stderr in [("a", -700.0, 0.3), ("b", -690.0, 0.4), ("c", -650.0, 0.1)]
+    }
+    found = bayes_factors({**windows, "d": None}, {"a", "b"})  # c catching up: not comparable
+    a, b, c = (found[name] for name in "abc")
+    assert a is not None and b is not None and c is not None and found["d"] is None
     assert a["best"] == b["best"] == "b"
     assert a["log_bayes_factor"] == pytest.approx(-10.0)
     assert a["log_bayes_factor_stderr"] == pytest.approx(0.5)
@@ -90,16 +97,21 @@ def test_a_re_estimate_starts_the_window_again() -> None:
     """After log Z is estimated again over every row, a difference with a checkpoint of the
     estimate it replaced would mix two estimators: the window is null, then spans the rows
     since the re-estimate."""
-    summary: dict[str, Any] = {}
-    for n, log_z, restarted in [(100, -150.0, False), (200, -300.0, False),
-                                (300, -430.0, True), (400, -580.0, False)]:
-        summary.update(n_observations=n, log_evidence=log_z, log_evidence_stderr=0.5,
-                       info={"restarted": restarted})
-        advance(summary, 1000)
-        if restarted:
-            assert summary["window"] is None
-            assert summary["window_checkpoints"] == [[300, -430.0, 0.25]]
-    assert summary["window"] == {"rows": 100, "log_evidence": -150.0, "log_evidence_stderr": 0.0}
+    summary = model(0, 0.0, 0.0)
+    for n, log_z, reestimated in [(100, -150.0, False), (200, -300.0, False),
+                                  (300, -430.0, True), (400, -580.0, False)]:
+        summary = advance(read(summary, n, log_z, 0.5, reestimated=reestimated), 1000)
+        if reestimated:
+            assert summary.window is None
+            assert summary.checkpoints == ((300, -430.0, 0.25),)
+    assert summary.window == Window(rows=100, log_evidence=-150.0, log_evidence_stderr=0.0)
+    assert summary.checkpoints == ((300, -430.0, 0.25), (400, -580.0, 0.25))
+
+
+def test_an_unknown_log_z_leaves_the_window_as_it_was() -> None:
+    summary = advance(model(100, -150.0, 0.5), 1000)
+    unknown = summary.model_copy(update={"n_observations": 200, "log_evidence": None})
+    assert advance(unknown, 1000) == unknown and unknown.window is not None
 
 
 @pytest.mark.slow
@@ -107,7 +119,7 @@ def test_a_model_that_re_estimates_in_the_service_restarts_its_window(
         start_server: StartServer) -> None:
     """SG-AIS with steps too long for the posterior (``lr`` 1: most SGHMC trajectories diverge,
     which leaves the particles astray): the update that re-estimates log Z says so in
-    ``info.restarted`` and its window is null; the next chunk's window spans it."""
+    ``info.reestimated`` and its window is null; the next chunk's window spans it."""
     server = start_server("embedded")
     x, y = regression_data(600)
     body = comparison_body("sgais", full_batch_rows=100, restart_growth=2.0,
@@ -117,8 +129,8 @@ def test_a_model_that_re_estimates_in_the_service_restarts_its_window(
         bodies = [client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=c).json()
                   for c in chunks(x, y, 100)]
     right = [by_name(evidence)["right"] for evidence in bodies]
-    restarted = [i for i, m in enumerate(right) if m["info"]["restarted"]]
-    assert restarted and restarted[0] >= 2  # not in the exact phase (its first 100 rows)
-    first = restarted[0]
+    reestimated = [i for i, m in enumerate(right) if m["info"]["reestimated"]]
+    assert reestimated and reestimated[0] >= 2  # not in the exact phase (its first 100 rows)
+    first = reestimated[0]
     assert right[first]["window"] is None
     assert right[first + 1]["window"]["rows"] == 100
