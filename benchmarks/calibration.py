@@ -75,13 +75,14 @@ from _common import (
 from scipy.stats import chi2
 from torch import Tensor
 
-import modelcompare.estimators.online.particles as particle_loop
 from modelcompare.estimators import EstimatorError, OnlineEvidence
 from modelcompare.estimators.data.history import Rows
 from modelcompare.estimators.data.rng import derive_seed
+from modelcompare.estimators.online import standard_error
 from modelcompare.estimators.online.islands import averaged
-from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.online.kernel import Annealed
 from modelcompare.estimators.online.spread import FROZEN
+from modelcompare.estimators.online.state import ParticleState
 from modelcompare.estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
 from modelcompare.estimators.smc.genealogy import eve_variance, first_generation
 from modelcompare.estimators.smc.tempered import StepInfo
@@ -92,7 +93,7 @@ CHUNK, CHANGES = 500, (1_000, 5_000)
 # the plain engine: delta-method stderr, re-anchoring on growth only, no extra moves, the
 # same ladder and moves for every step of a piece, plain increments
 MAIN = {"standard_error": "delta", "anchor_drift": 1000.0, "surprise_moves": 0,
-        "surprise_ess_target": 0.8, "surprise_move_steps": 20, "restart_growth": 0.0,
+        "careful_ess_target": 0.8, "careful_move_steps": 20, "reestimate_growth": 0.0,
         "increment_control": "none"}
 COVERAGE_TARGET, RMS_Z_RANGE = 0.90, (0.85, 1.15)
 # an update past this fraction of diverged trajectories marks a model unreliable in the service
@@ -178,17 +179,18 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
     one update undid as diverged (``diverged_fraction``; 0 where every move was exact) with the
     rows seen when it first exceeded the service's warning threshold (``flagged_at``; None:
     never, so the service would report the run's log Z as reliable), and the rows at which log Z
-    was re-estimated over the shuffled rows (``restarts``; with ``restart_growth``), and the
+    was re-estimated over the shuffled rows (``restarts``; with ``reestimate_growth``), and the
     smallest spread of the cloud measured (``min_spread``: about 1 where it follows the
     posterior) with the rows seen when it first read frozen (``frozen_at``)."""
-    tracker = OnlineEvidence(build(family), seed=seed, **settings)
     delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
-    restarts: list[int] = []  # rows at which log Z was re-estimated (``restart_growth``)
+    restarts: list[int] = []  # rows at which log Z was re-estimated (``reestimate_growth``)
     min_spread, frozen_at = math.inf, None
-    original = particle_loop.genealogy_variance
+    original = standard_error.RULES["genealogy"]
     genealogy = Timed(original)
     recorded = Recorded(genealogy)
-    particle_loop.genealogy_variance = recorded  # type: ignore[assignment]
+    # the kernel takes its variance rule when it is built
+    standard_error.RULES["genealogy"] = recorded
+    tracker = OnlineEvidence(build(family), seed=seed, **settings)
     try:
         for start in range(0, data.count, CHUNK):
             part = data.slice(start, min(start + CHUNK, data.count))
@@ -197,7 +199,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
             info = tracker.update(part.x, part.y)
             update_seconds += time.perf_counter() - begin
             delta_variance += info.delta_method_variance
-            if info.restarted:
+            if info.reestimated:
                 restarts.append(tracker.n_observations)
                 # the pass's pieces, recorded after the chunk's in-order ones, replace the past
                 del recorded.pieces[: before + info.sub_chunks]
@@ -217,7 +219,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
                 "frozen_at": frozen_at,
                 "failed": f"row {start}: {error}"}
     finally:
-        particle_loop.genealogy_variance = original  # type: ignore[assignment]
+        standard_error.RULES["genealogy"] = original
     return {
         "log_z": tracker.log_evidence,
         "stderr": tracker.log_evidence_stderr,
@@ -246,7 +248,7 @@ def lagged_variances(pieces: list[tuple[Tensor, tuple[StepInfo, ...]]]) -> list[
     Eves were carried across a widened piece's last selection (``particles.genealogy_variance``
     now does so: the stderr reported counts that selection in the next piece); a long
     window's genealogy collapses onto few Eves and reads low. A piece whose careful steps ran
-    with more particles (``surprise_particles``) ends with a selection back to M whose ancestors
+    with more particles (``careful_particles``) ends with a selection back to M whose ancestors
     no step records: windows start after it, so its covariance with later pieces is left out."""
     # a piece whose selection widened the cloud, even at its last step (its narrowing back to M
     # is in no step)
@@ -343,15 +345,17 @@ class Timed:
 
 
 class Recorded:
-    """``particles.genealogy_variance``, keeping each piece's starting weights and steps."""
+    """``standard_error.genealogy``, keeping each piece's starting weights and steps."""
 
     def __init__(self, function: Any) -> None:
         self.function = function
         self.pieces: list[tuple[Tensor, tuple[StepInfo, ...]]] = []
 
-    def __call__(self, state: ParticleState, steps: Any) -> float:
-        self.pieces.append((state.log_weights, tuple(steps)))
-        return self.function(state, steps)
+    def __call__(
+        self, before: ParticleState, after: ParticleState, piece: Annealed
+    ) -> tuple[float, ParticleState]:
+        self.pieces.append((before.log_weights, piece.steps))
+        return self.function(before, after, piece)
 
 
 def lagged_rms_z(runs: list[dict[str, Any]]) -> list[float]:

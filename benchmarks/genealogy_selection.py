@@ -1,6 +1,6 @@
 """Where a piece's genealogy should start after a selection that no step records.
 
-The online loop ends a widened piece (``surprise_particles`` × M particles) with a selection
+The online loop ends a widened piece (``careful_particles`` × M particles) with a selection
 back to M, and the next piece's Eves are the particles that selection drew from
 (``smc.genealogy.selected``). This toy isolates that: piece 1 weights 4M prior draws of a
 Beta–Bernoulli model by its first rows (importance sampling, whose variance is the delta method's),

@@ -41,7 +41,7 @@ def noise_fractions(
 ) -> torch.Tensor:
     """η λ / (2α) for every eigenvalue λ of Lᵀ V L at each probed particle: (probe, D)."""
     state, config = tracker.state, SGAISSettings()
-    past = PastData(history, None, batch_size, Anchor(state.anchor_point, state.anchor_grad))
+    past = PastData(history, None, batch_size, Anchor(state.anchor.point, state.anchor.grad))
     generator = torch.Generator().manual_seed(batch_size)
     no_chunk = history.rows.slice(0, 1)  # at temperature 0 the chunk does not enter
     theta, model = state.particles[:probe], tracker.model

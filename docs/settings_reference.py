@@ -48,18 +48,24 @@ ESTIMATOR_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
      "annealed in (random-walk Metropolis for `minibatch_mh`).",
      ("steps", "lr", "friction", "preconditioner", "noise_friction", "mh_correction",
       "piece_batch_size", "gradient_dtype", "control_variates", "anchor_growth", "anchor_drift")),
-    ("Annealing and surprise",
-     "How a piece is annealed in, and what happens after a piece that was hard to anneal "
-     "(a change point in the data).",
-     ("ess_target", "resample_threshold", "resampling", "max_annealing_steps", "surprise_steps",
-      "surprise_ess", "surprise_moves", "surprise_ess_target", "surprise_move_steps",
-      "surprise_particles", "max_steps")),
+    ("Annealing",
+     "How a piece is annealed in.",
+     ("ess_target", "resample_threshold", "resampling", "max_annealing_steps", "max_steps")),
+    ("Careful ladder",
+     "The steps of a long piece (a change point in the data), past the exact phase: a higher "
+     "ESS target, longer moves and more particles ([design note](../design/careful-ladder.md)).",
+     ("careful_steps", "careful_ess_target", "careful_move_steps", "careful_particles")),
+    ("Surprise moves",
+     "More moves after a piece that was hard to anneal "
+     "([design note](../design/surprise-moves.md)).",
+     ("surprise_steps", "surprise_ess", "surprise_moves")),
     ("The log evidence and its standard error", "",
      ("increment_control", "standard_error")),
     ("Re-estimates over the shuffled rows",
      "When the particle system breaks, log Z is estimated again over the rows seen in a random "
-     "order (the everyday `restart_growth` turns this on and off).",
-     ("restart_min_rows", "restart_max_rows")),
+     "order (the everyday `reestimate_growth` turns this on and off; "
+     "[design note](../design/re-estimates.md)).",
+     ("reestimate_min_rows", "reestimate_max_rows")),
     ("Nested sampling",
      "The `nested` reference, and the nested-sampling start of `hybrid`.",
      ("nested_parallel", "parallel", "stop_fraction", "trajectories", "max_iterations")),

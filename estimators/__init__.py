@@ -22,7 +22,6 @@ from modelcompare.estimators.estimator import Estimator
 from modelcompare.estimators.methods import METHODS, Method, build
 from modelcompare.estimators.online.exact import ExactInfo, ExactState
 from modelcompare.estimators.online.hybrid import HybridInfo
-from modelcompare.estimators.online.records import ParticleState
 from modelcompare.estimators.online.sequential import SequentialInfo
 from modelcompare.estimators.online.settings import (
     ExactSettings,
@@ -32,6 +31,7 @@ from modelcompare.estimators.online.settings import (
     SGAISSettings,
 )
 from modelcompare.estimators.online.sgais import SGAISInfo
+from modelcompare.estimators.online.state import ParticleState
 from modelcompare.estimators.references.ais import AISSettings, run_ais
 from modelcompare.estimators.references.batch import BatchEvidence, BatchState, RerunInfo
 from modelcompare.estimators.references.nested import (

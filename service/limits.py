@@ -27,7 +27,7 @@ def check_size(name: str, parameters: int, particles: int) -> None:
 
 # A model's stored state (a safetensors record of the estimator state), bounded from above: per
 # particle its parameters, its log-weight, and its Eve and the Eve's weight (SG-AIS's genealogy,
-# ``modelcompare.estimators.online.records.ParticleState``); per particle system (``islands``) the
+# ``modelcompare.estimators.online.state.ParticleState``); per particle system (``islands``) the
 # control-variate anchor (a point and a gradient) and its scalars; per record the header.
 PARTICLE_VALUES = 3
 SYSTEM_VALUES = 16

@@ -11,7 +11,7 @@ again with the damage done, so one such update marks the model for good: log Z c
 ``reliable`` stays false and ``reason`` says where.
 
 A cloud can also collapse onto one point without a diverged move (a sorted mixture stream can,
-even after a re-estimate: see docs/design/drift.md); it then explains every chunk in one
+even after a re-estimate: see docs/design/re-estimates.md); it then explains every chunk in one
 annealing step, log Z drifts thousands of nats low, and its standard error is that of one
 particle. The update's ``spread`` (``modelcompare.estimators.online.spread``: the cloud's width in
 units of the posterior's, about 1 while it follows it) shows it: below ``FROZEN`` marks the model

@@ -18,10 +18,11 @@ import torch
 from modelcompare.estimators.data.history import ExtendedHistory, History, Rows
 from modelcompare.estimators.deadline import Deadline
 from modelcompare.estimators.estimator import Estimator, Update, weighted_particles
-from modelcompare.estimators.online import particles, sgais
-from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.online import sgais
+from modelcompare.estimators.online.assembly import reported
 from modelcompare.estimators.online.settings import HybridSettings
 from modelcompare.estimators.online.sgais import SGAISInfo
+from modelcompare.estimators.online.state import ParticleState, init
 from modelcompare.estimators.references.batch import all_rows, equal_weight_samples
 from modelcompare.estimators.references.nested import run_nested
 from modelcompare.estimators.smc.weights import ess as kish_ess
@@ -44,7 +45,7 @@ class HybridInfo:
     surprises: int
     acceptance_rate: float  # of the SG-AIS moves, or of the nested run's constrained moves
     diverged_fraction: float  # of SG-AIS's SGHMC trajectories (``SGAISInfo``); NaN when nested
-    restarted: bool  # SG-AIS re-estimated log Z over every row seen (``SGAISInfo``)
+    reestimated: bool  # SG-AIS re-estimated log Z over every row seen (``SGAISInfo``)
     spread: float  # the cloud's width in units of the posterior's (``SGAISInfo``); NaN when nested
 
 
@@ -92,7 +93,7 @@ def nested_update(
         surprises=0,
         acceptance_rate=result.acceptance_rate,
         diverged_fraction=math.nan,
-        restarted=False,
+        reestimated=False,
         spread=math.nan,
     )
     return new_state, info
@@ -137,19 +138,19 @@ def update(
         surprises=later.surprises,
         acceptance_rate=later.acceptance_rate,
         diverged_fraction=later.diverged_fraction,
-        restarted=later.restarted,
+        reestimated=later.reestimated,
         spread=later.spread,
     )
 
 
 def bind(model: Model, settings: HybridSettings) -> Estimator[ParticleState, HybridInfo]:
-    sgais_update = particles.chunk_update(sgais.loop(model, settings), sgais.annealing_info)
+    sgais_update = reported(sgais.chunk_update(model, settings), sgais.annealing_info)
     return weighted_particles(
         "hybrid",
         model,
         settings,
         ParticleState,
         max(settings.particles, settings.live_points),  # the nested phase holds live points
-        functools.partial(particles.init, model, settings),
+        functools.partial(init, model, settings),
         functools.partial(update, model, settings, sgais_update),
     )

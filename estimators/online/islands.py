@@ -22,6 +22,7 @@ generator derived from the update's and k: K islands cost K times one system.
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -30,16 +31,15 @@ from torch import Tensor
 
 from modelcompare.estimators.data.history import History, Rows
 from modelcompare.estimators.data.rng import derive_generator
+from modelcompare.estimators.data.serialization import map_leaves, zip_leaves
 from modelcompare.estimators.deadline import Deadline
 from modelcompare.estimators.estimator import Estimator
-from modelcompare.estimators.online.records import ParticleState
+from modelcompare.estimators.online.state import ParticleState
 from modelcompare.estimators.smc.weights import log_normalize
 
 InfoT = TypeVar("InfoT")
 # (each island's Info, the joined state before the update, after it) -> one Info record
 Combine = Callable[[list[InfoT], ParticleState, ParticleState], InfoT]
-
-_PER_PARTICLE = ("particles", "log_weights")
 
 
 def averaged(log_evidences: Tensor, variances: Tensor) -> tuple[float, float]:
@@ -55,9 +55,9 @@ def split(state: ParticleState, count: int) -> list[ParticleState]:
     particles = state.particles.chunk(count)
     log_weights = state.log_weights.chunk(count)
     return [
-        ParticleState(**{
-            name: value[k] for name, value in state._asdict().items() if name not in _PER_PARTICLE
-        }, particles=particles[k], log_weights=log_normalize(log_weights[k]))
+        map_leaves(operator.itemgetter(k), state)._replace(
+            particles=particles[k], log_weights=log_normalize(log_weights[k])
+        )
         for k in range(count)
     ]
 
@@ -65,12 +65,7 @@ def split(state: ParticleState, count: int) -> list[ParticleState]:
 def joined(states: list[ParticleState]) -> ParticleState:
     """The systems side by side; system k's weights W_ik scaled by its share w_k of Σ_j Ẑ_j."""
     log_shares = torch.log_softmax(torch.stack([s.log_evidence for s in states]), 0)
-    return ParticleState(
-        **{
-            name: torch.stack([getattr(s, name) for s in states])
-            for name in ParticleState._fields
-            if name not in _PER_PARTICLE
-        },
+    return zip_leaves(torch.stack, states)._replace(
         particles=torch.cat([s.particles for s in states]),
         log_weights=torch.cat([s.log_weights + log_shares[k] for k, s in enumerate(states)]),
     )

@@ -8,11 +8,15 @@ from __future__ import annotations
 import functools
 
 from modelcompare.estimators.estimator import Estimator
-from modelcompare.estimators.online import particles
+from modelcompare.estimators.online import standard_error
+from modelcompare.estimators.online.assembly import online_estimator
+from modelcompare.estimators.online.kernel import PieceKernel, absorb
 from modelcompare.estimators.online.kernels import exact_hmc, random_walk_mh
-from modelcompare.estimators.online.records import ChunkLoop, ParticleState
+from modelcompare.estimators.online.reestimate import reestimating
 from modelcompare.estimators.online.settings import MinibatchMHSettings
 from modelcompare.estimators.online.sgais import SGAISInfo, annealed, annealing_info
+from modelcompare.estimators.online.state import ParticleState, init
+from modelcompare.estimators.online.surprise import surprise_moves
 from modelcompare.estimators.online.target import Piece
 from modelcompare.estimators.smc.relabeling import Relabel, relabeler
 from modelcompare.estimators.smc.tempered import TemperedSMC
@@ -28,16 +32,15 @@ def parts(settings: MinibatchMHSettings, relabel: Relabel | None, piece: Piece) 
 
 
 def bind(model: Model, settings: MinibatchMHSettings) -> Estimator[ParticleState, SGAISInfo]:
-    loop = ChunkLoop(
+    kernel = PieceKernel(
         model=model,
         past=settings,
         full_batch_rows=settings.full_batch_rows,
         parts=functools.partial(parts, settings, relabeler(model)),
         max_steps=settings.max_annealing_steps,
-        standard_error=settings.standard_error,
-        surprise=settings.surprise,
-        restart=settings.restart,
-        fresh=functools.partial(particles.init, model, settings),
+        variance=standard_error.RULES[settings.standard_error],
+        after=surprise_moves(settings),
     )
-
-    return particles.online_estimator("minibatch_mh", settings, loop, annealing_info)
+    fresh = functools.partial(init, model, settings)
+    update = reestimating(kernel, settings, fresh, functools.partial(absorb, kernel))
+    return online_estimator("minibatch_mh", model, settings, update, annealing_info)

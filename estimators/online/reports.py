@@ -16,18 +16,18 @@ DIVERGED = 0.1
 
 class PieceReport(NamedTuple):
     log_evidence_increment: float  # log p̂(piece | past): the sum of its steps' increments
-    log_evidence_increment_variance: float  # by the loop's ``standard_error``
+    log_evidence_increment_variance: float  # by the kernel's variance rule (``standard_error``)
     steps: tuple[StepInfo, ...]
     reanchored: bool
     delta_method_variance: float  # the sum of the steps' delta-method variances
-    surprised: bool = False  # rejuvenated after the piece (``surprise``)
+    extra_moves: bool = False  # the particles were moved again after the annealing (``surprise``)
 
 
 class ChunkReport(NamedTuple):
     pieces: tuple[PieceReport, ...]
-    restarted: bool  # log Z was re-estimated over every row seen (``restart``)
+    reestimated: bool  # log Z was estimated again over every row seen (``reestimate``)
     # the cloud's width in units of the posterior's after the chunk (``spread``): about 1 while
-    # it follows the posterior; NaN where not measured (``particles.absorb``)
+    # it follows the posterior; NaN where not measured (``kernel.absorb``)
     spread: float
 
 
@@ -51,5 +51,5 @@ def astray(reports: tuple[PieceReport, ...], spread: float) -> bool:
     ``DIVERGED`` of its SGHMC trajectories undone as diverged, or its cloud frozen (``spread``
     below ``FROZEN``; NaN where not measured). A surprising piece alone is not a sign: an
     i.i.d. stream's pieces just after the exact phase take long ladders too, and the extra
-    moves that follow one (``surprise``) are the answer to it (see docs/design/drift.md)."""
+    moves that follow one (``surprise``) are the answer to it (docs/design/re-estimates.md)."""
     return diverged_fraction(reports) > DIVERGED or spread < FROZEN

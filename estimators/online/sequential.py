@@ -14,11 +14,13 @@ import math
 from dataclasses import dataclass
 
 from modelcompare.estimators.estimator import Estimator
-from modelcompare.estimators.online import particles
+from modelcompare.estimators.online import standard_error
+from modelcompare.estimators.online.assembly import online_estimator
+from modelcompare.estimators.online.kernel import PieceKernel, absorb
 from modelcompare.estimators.online.kernels import sghmc_moves
-from modelcompare.estimators.online.records import ChunkLoop, ParticleState
 from modelcompare.estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
 from modelcompare.estimators.online.settings import SequentialSettings
+from modelcompare.estimators.online.state import ParticleState
 from modelcompare.estimators.online.target import Piece
 from modelcompare.estimators.smc.relabeling import Relabel, relabeler
 from modelcompare.estimators.smc.resampling import drop_weights
@@ -69,12 +71,13 @@ def parts(settings: SequentialSettings, relabel: Relabel | None, piece: Piece) -
 
 
 def bind(model: Model, settings: SequentialSettings) -> Estimator[ParticleState, SequentialInfo]:
-    loop = ChunkLoop(
+    kernel = PieceKernel(
         model=model,
         past=settings,
         full_batch_rows=settings.full_batch_rows,
         parts=functools.partial(parts, settings, relabeler(model)),
         max_steps=1,
+        variance=standard_error.genealogy,
     )
-
-    return particles.online_estimator("sequential", settings, loop, sequential_info)
+    update = functools.partial(absorb, kernel)
+    return online_estimator("sequential", model, settings, update, sequential_info)

@@ -14,8 +14,13 @@ import torch
 from pydantic import Field, model_validator
 
 from modelcompare.estimators.moves.sghmc import SGHMCParams
-from modelcompare.estimators.online.restart import Restart
-from modelcompare.estimators.online.surprise import Surprise
+from modelcompare.estimators.online.extension_settings import (
+    CarefulSettings,
+    IslandsSettings,
+    ReestimateSettings,
+    StandardErrorSettings,
+    SurpriseSettings,
+)
 from modelcompare.estimators.references.nested import NestedSettings
 from modelcompare.estimators.settings import (
     Advanced,
@@ -114,24 +119,8 @@ class SGHMCSettings(Settings):
         )
 
 
-class AnnealingSettings(LadderSettings):
-    @property
-    def surprise(self) -> Surprise:
-        return Surprise(self.surprise_steps, self.surprise_ess, self.surprise_moves)
-
-    @property
-    def restart(self) -> Restart | None:
-        if self.restart_growth == 0.0:
-            return None
-        return Restart(self.restart_growth, self.restart_min_rows, self.restart_max_rows)
-
-    @model_validator(mode="after")
-    def _restart_growth_bounds_the_cost(self) -> AnnealingSettings:
-        # all re-estimates together cost growth / (growth − 1) times the rows of the last
-        if 0.0 < self.restart_growth < 1.5:
-            raise ValueError(f"restart_growth must be 0 or at least 1.5, got {self.restart_growth}")
-        return self
-
+class AnnealingSettings(LadderSettings, SurpriseSettings, ReestimateSettings,
+                        StandardErrorSettings):
     resampling: Advanced[Literal["systematic", "stratified", "residual", "multinomial"]] = Field(
         "systematic", description="resampling scheme"
     )
@@ -141,90 +130,27 @@ class AnnealingSettings(LadderSettings):
         le=10_000,
         description="annealing steps per piece; more raise EstimatorError (a safeguard)",
     )
-    surprise_steps: Advanced[int] = Field(
-        8,
-        ge=1,
-        le=10_000,
-        description="a piece annealed in more steps than this is surprising: re-anchor and "
-        "make surprise_moves more moves",
-    )
-    surprise_ess: Advanced[float] = Field(
-        0.1, ge=0.0, le=1.0, description="a piece whose ESS / M fell below this is surprising"
-    )
-    surprise_moves: Advanced[int] = Field(
-        5, ge=0, le=100, description="extra moves at λ = 1 after a surprising piece (0: none)"
-    )
-    restart_growth: float = Field(
-        2.0,
-        ge=0.0,
-        le=100.0,
-        description="once a chunk after the exact phase has left the particle system broken "
-        "(over 10% of its SGHMC trajectories diverged, or its cloud frozen), re-estimate log Z "
-        "from the prior over every row seen, shuffled, at the first chunk where n is at least "
-        "this many times the rows of the last re-estimate (0: never; else at least 1.5): each "
-        "costs what the rows seen cost",
-    )
-    restart_min_rows: Advanced[int] = Field(
-        1000, ge=0, le=10**9, description="no re-estimate before n reaches this"
-    )
-    restart_max_rows: Advanced[int] = Field(
-        20_000,
-        ge=0,
-        le=10**9,
-        description="no re-estimate once n is past this (the pass runs inside one update)",
-    )
-    standard_error: Advanced[Literal["genealogy", "delta"]] = Field(
-        "genealogy",
-        description="log Z's stderr: from the particles' Eve groups per piece (across the "
-        "selection back to M particles that ends a widened piece), or the sum of per-step "
-        "delta-method variances",
-    )
 
 
 class SequentialSettings(SGHMCSettings, PastDataSettings, ExactPhaseSettings, ParticleSettings):
     """``sequential``: one plain predictive average per piece, then SGHMC moves."""
 
 
-class SGAISSettings(AnnealingSettings, SequentialSettings):
+class SGAISSettings(CarefulSettings, IslandsSettings, AnnealingSettings, SequentialSettings):
     """``sgais``: ESS-adaptive annealing, resampling, SGHMC moves (exact HMC while n is small)."""
 
-    surprise_ess_target: Advanced[float] = Field(
-        0.98,
-        gt=0.0,
-        le=0.99,
-        description="ESS target of a piece's annealing steps past surprise_steps (after the "
-        "exact phase)",
-    )
     increment_control: Advanced[Literal["score", "none"]] = Field(
         "score",
         description="score: the first annealing step of each piece corrected by control variates, "
         "the score of the past's posterior at each particle (two more minibatch gradients per "
         "piece), where particles ≥ 4 × (parameters + 1); none: plain increments",
     )
-    surprise_move_steps: Advanced[int] = Field(
-        60, ge=1, le=200, description="SGHMC steps per move in a piece's steps past surprise_steps"
-    )
-    surprise_particles: Advanced[int] = Field(
-        4,
-        ge=1,
-        le=16,
-        description="a piece's steps past surprise_steps run with this many times the particles "
-        "(resampled up at the first of them, back down at the piece's end)",
-    )
-    islands: int = Field(
-        1,
-        ge=1,
-        le=16,
-        description="independent particle systems of `particles` each, their Ẑ averaged, at this "
-        "many times the cost: an error bar that narrows as fast as the error, where more "
-        "particles in one system narrow it faster (drifting streams)",
-    )
 
     @property
     def careful(self) -> SGAISSettings:
-        """These settings with the ladder and moves of a long piece (``piece_parts``)."""
+        """These settings with the ladder and moves of the careful steps (``careful``)."""
         return self.model_copy(
-            update={"ess_target": self.surprise_ess_target, "steps": self.surprise_move_steps}
+            update={"ess_target": self.careful_ess_target, "steps": self.careful_move_steps}
         )
 
 

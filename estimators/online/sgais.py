@@ -17,22 +17,22 @@ from dataclasses import dataclass
 import torch
 
 from modelcompare.estimators.estimator import Estimator
-from modelcompare.estimators.online import particles
+from modelcompare.estimators.online import standard_error
+from modelcompare.estimators.online.assembly import online_estimator
+from modelcompare.estimators.online.careful import Careful, narrowing, step_rule
 from modelcompare.estimators.online.islands import averaged, islands
+from modelcompare.estimators.online.kernel import ChunkUpdate, PieceKernel, absorb
 from modelcompare.estimators.online.kernels import sghmc_moves
-from modelcompare.estimators.online.records import ChunkLoop, ParticleState
+from modelcompare.estimators.online.reestimate import reestimating
 from modelcompare.estimators.online.reports import ChunkReport, accepted_fraction, diverged_fraction
 from modelcompare.estimators.online.scores import past_score
 from modelcompare.estimators.online.settings import AnnealingSettings, SGAISSettings
+from modelcompare.estimators.online.state import ParticleState, init
+from modelcompare.estimators.online.surprise import surprise_moves
 from modelcompare.estimators.online.target import Piece
 from modelcompare.estimators.smc.control_variates import MIN_PARTICLES_PER_CONTROL
 from modelcompare.estimators.smc.relabeling import Relabel, relabeler
-from modelcompare.estimators.smc.resampling import (
-    RESAMPLERS,
-    Selection,
-    resample_below,
-    resample_to,
-)
+from modelcompare.estimators.smc.resampling import RESAMPLERS, resample_below
 from modelcompare.estimators.smc.temperature import adaptive
 from modelcompare.estimators.smc.tempered import Control, Move, TemperedSMC
 from modelcompare.estimators.smc.weights import ess as kish_ess
@@ -53,18 +53,18 @@ class SGAISInfo:
     resamples: int
     sub_chunks: int  # schedule-sized pieces the chunk was cut into
     reanchors: int  # control-variate anchors (re)set
-    surprises: int  # pieces followed by extra moves (``surprise``)
+    surprises: int  # pieces followed by surprise moves (``surprise``)
     acceptance_rate: float  # mean Metropolis acceptance of the tested moves (NaN if none)
     # fraction of the SGHMC trajectories undone as diverged (NaN if none ran): near 0 on healthy
     # streams; a large one means the moves are not moving the particles, and log Z and its
     # standard error are not to be trusted (benchmarks/README.md, "sorted mixture")
     diverged_fraction: float
-    # log Z was estimated again from the prior over every row seen, shuffled (``restart``):
+    # log Z was estimated again from the prior over every row seen, shuffled (``reestimate``):
     # ``log_evidence_increment`` is then that of the chunk's in-order pass, not log Z's change
-    restarted: bool
+    reestimated: bool
     # the cloud's width in units of the posterior's (``spread``): about 1 while it follows the
     # posterior, below ``spread.FROZEN`` once it has collapsed. NaN where not measured: while the
-    # moves are exact, and where no re-estimate can come (off, or n past ``restart_max_rows``)
+    # moves are exact, and where no re-estimate can come (off, or n past ``reestimate_max_rows``)
     # on updates that cross no multiple of 2,000 rows
     spread: float
 
@@ -83,10 +83,10 @@ def annealing_info(rows: int, state: ParticleState, chunk: ChunkReport) -> SGAIS
         resamples=sum(info.resampled for info in steps),
         sub_chunks=len(reports),
         reanchors=sum(r.reanchored for r in reports),
-        surprises=sum(r.surprised for r in reports),
+        surprises=sum(r.extra_moves for r in reports),
         acceptance_rate=accepted_fraction(reports),
         diverged_fraction=diverged_fraction(reports),
-        restarted=chunk.restarted,
+        reestimated=chunk.reestimated,
         spread=chunk.spread,
     )
 
@@ -124,32 +124,33 @@ def parts(settings: SGAISSettings, relabel: Relabel | None, piece: Piece) -> Tem
     return annealed(settings, relabel, piece, sghmc_moves(settings, piece), control)
 
 
-def loop(model: Model, settings: SGAISSettings) -> ChunkLoop:
-    widen, narrow = population_change(settings)
-    return ChunkLoop(
+def kernel(model: Model, settings: SGAISSettings) -> PieceKernel:
+    """The piece kernel with SG-AIS's parts, the careful ladder and the surprise moves."""
+    relabel = relabeler(model)
+    careful = Careful(
+        settings.careful_steps,
+        functools.partial(parts, settings.careful, relabel),
+        settings.careful_particles,
+        RESAMPLERS[settings.resampling],
+    )
+    after = (narrowing(careful),) if settings.careful_particles > 1 else ()
+    return PieceKernel(
         model=model,
         past=settings,
         full_batch_rows=settings.full_batch_rows,
-        parts=functools.partial(parts, settings, relabeler(model)),
+        parts=functools.partial(parts, settings, relabel),
         max_steps=settings.max_annealing_steps,
-        standard_error=settings.standard_error,
-        surprise=settings.surprise,
-        restart=settings.restart,
-        fresh=functools.partial(particles.init, model, settings),
-        careful_parts=functools.partial(parts, settings.careful, relabeler(model)),
-        widen=widen,
-        narrow=narrow,
+        variance=standard_error.RULES[settings.standard_error],
+        step_rule=step_rule(careful),
+        after=after + surprise_moves(settings),
     )
 
 
-def population_change(settings: SGAISSettings) -> tuple[Selection | None, Selection | None]:
-    """Resampling up to ``surprise_particles`` × M particles for a long piece's careful steps,
-    and back to M at its end (None, None when they keep M)."""
-    if settings.surprise_particles == 1:
-        return None, None
-    resampler = RESAMPLERS[settings.resampling]
-    up = resample_to(settings.particles * settings.surprise_particles, resampler)
-    return up, resample_to(settings.particles, resampler)
+def chunk_update(model: Model, settings: SGAISSettings) -> ChunkUpdate:
+    """The kernel's chunks, re-estimated where due (``reestimate``)."""
+    pieces = kernel(model, settings)
+    fresh = functools.partial(init, model, settings)
+    return reestimating(pieces, settings, fresh, functools.partial(absorb, pieces))
 
 
 def islands_info(
@@ -179,11 +180,13 @@ def islands_info(
         surprises=sum(i.surprises for i in infos),
         acceptance_rate=sum(accepted) / len(accepted) if accepted else math.nan,
         diverged_fraction=max(diverged, default=math.nan),
-        restarted=any(i.restarted for i in infos),
+        reestimated=any(i.reestimated for i in infos),
         spread=min(measured, default=math.nan),
     )
 
 
 def bind(model: Model, settings: SGAISSettings) -> Estimator[ParticleState, SGAISInfo]:
-    system = particles.online_estimator("sgais", settings, loop(model, settings), annealing_info)
+    system = online_estimator(
+        "sgais", model, settings, chunk_update(model, settings), annealing_info
+    )
     return islands(system, settings.islands, islands_info)

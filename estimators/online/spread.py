@@ -3,7 +3,7 @@
 A cloud that has collapsed onto one point gives no sign in its weights or its moves: every
 particle explains a new piece as well as the others, so the piece anneals in one step with the
 ESS at M, and no move diverges, while log Z drifts tens of thousands of nats low on a sorted
-mixture stream (see docs/design/drift.md). What does show it is the cloud's spread beside the
+mixture stream (see docs/design/re-estimates.md). What does show it is the cloud's spread beside the
 posterior's. By Laplace's approximation the posterior after n rows is near N(θ̂, H⁻¹), H the
 negative Hessian of the log posterior; under it E[(θ − θ̄)ᵀ H (θ − θ̄)] = D. So the cloud's
 weighted mean of that quadratic form, over D, is about 1 for a cloud that follows the posterior

@@ -1,90 +1,62 @@
-"""Robustness to surprise: when a piece is far from what the particles explain, re-anchor the
-control variates at once and spend more moves on the new posterior.
+"""Surprise moves: more moves at λ = 1 after a surprising piece (docs/design/surprise-moves.md).
 
-After a change point the annealing ladder of a piece grows long and its ESS collapses: the
-particles arrive far from the new posterior, a few survive the reweighting, and the per-piece
-moves (one trajectory per annealing step, on control variates anchored where the posterior used
-to be) leave them behind it; the next pieces then inherit a biased cloud whose bias the error bar
-does not see. Two remedies:
-
-- the anchor is re-set as soon as the weighted particle mean has drifted more than
-  ``anchor_drift`` posterior standard deviations (of any coordinate) from it, not only once n has
-  grown by ``anchor_growth``: a far anchor inflates the minibatch-gradient noise;
-- after a piece that took more than ``surprise_steps`` annealing steps, or whose ESS fell below
-  ``surprise_ess`` · M, the anchor is re-set at the new weighted mean and ``surprise_moves`` more
-  moves are made at λ = 1 (the posterior given the past and the piece).
+After a change point a piece's ESS collapses: the particles arrive far from the new posterior, a
+few survive the reweighting, and the per-piece moves (one trajectory per annealing step, on
+control variates anchored where the posterior used to be) leave them behind it; the next pieces
+then inherit a biased cloud whose bias the error bar does not see. So after a piece that took
+more than ``surprise_steps`` annealing steps, or whose ESS fell below ``surprise_ess`` · M, the
+anchor is re-set at the new weighted mean and ``surprise_moves`` more moves are made on the
+posterior given the past and the piece. An ``AfterPiece`` of the piece kernel.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import NamedTuple
+import functools
 
-import torch
-from torch import Tensor
-
-from modelcompare.estimators.data.history import History, Rows
-from modelcompare.estimators.deadline import Checkpoint
-from modelcompare.estimators.online.target import (
-    Anchor,
-    Piece,
-    anchor_at_mean,
-    past_data,
-    with_piece,
-)
+from modelcompare.estimators.deadline import check_deadline
+from modelcompare.estimators.errors import Progress
+from modelcompare.estimators.online.extension_settings import SurpriseSettings
+from modelcompare.estimators.online.kernel import AfterPiece, Annealed, PieceEnv
+from modelcompare.estimators.online.target import Piece, anchor_at_mean, past_data, with_piece
 from modelcompare.estimators.smc.covariance import particle_scale
-from modelcompare.estimators.smc.tempered import StepInfo, TemperedSMC, settled
-from modelcompare.models import Model
+from modelcompare.estimators.smc.tempered import StepInfo, settled
 
 
-class Surprise(NamedTuple):
-    steps: int  # a piece annealed in more steps than this is surprising
-    ess: float  # ... or one whose ESS fell below this fraction of M
-    moves: int  # extra moves at λ = 1 after a surprising piece (0: none)
-
-
-def drifted(particles: Tensor, log_weights: Tensor, anchor_point: Tensor, drift: float) -> bool:
-    """Whether the weighted particle mean is more than ``drift`` weighted standard deviations
-    from the anchor in some coordinate."""
-    weights = torch.softmax(log_weights, 0)
-    mean = weights @ particles
-    spread = torch.sqrt(weights @ (particles - mean) ** 2).clamp_min(1e-12)
-    return bool(((mean - anchor_point).abs() / spread).max() > drift)
-
-
-def surprising(surprise: Surprise, steps: tuple[StepInfo, ...], particles: int) -> bool:
+def surprising(settings: SurpriseSettings, steps: tuple[StepInfo, ...], particles: int) -> bool:
     least_ess = min((info.ess for info in steps), default=float(particles))
-    return len(steps) > surprise.steps or least_ess < surprise.ess * particles
+    return len(steps) > settings.surprise_steps or least_ess < settings.surprise_ess * particles
 
 
-class Rejuvenated(NamedTuple):
-    particles: Tensor
-    anchor: Anchor | None  # the new anchor over ``history`` (None: no control variates)
+def surprise_moves(settings: SurpriseSettings) -> tuple[AfterPiece, ...]:
+    """The kernel's ``AfterPiece`` (none when ``surprise_moves`` is 0)."""
+
+    def after(env: PieceEnv, piece: Annealed) -> Annealed:
+        if not surprising(settings, piece.steps, piece.particles.shape[0]):
+            return piece
+        return rejuvenated(env, piece, settings.surprise_moves)
+
+    return (after,) if settings.surprise_moves else ()
 
 
-def rejuvenate(
-    model: Model,
-    parts: Callable[[Piece], TemperedSMC],
-    moves: int,
-    particles: Tensor,
-    log_weights: Tensor,
-    rows: Rows,
-    history: History,
-    full_batch_rows: int,
-    batch_size: int,
-    control_variates: bool,
-    generator: torch.Generator,
-    checkpoint: Checkpoint,
-) -> Rejuvenated:
-    """``moves`` more moves on the posterior given ``history`` and ``rows``, with the anchor
-    (when the past is read in minibatches with control variates) re-set at the weighted mean."""
-    anchor = None
-    if control_variates and len(history) > full_batch_rows:
-        anchor = with_piece(model, anchor_at_mean(model, particles, log_weights, history), rows)
-    smc = parts(Piece(model, rows, past_data(history, full_batch_rows, batch_size, anchor)))
+def rejuvenated(env: PieceEnv, piece: Annealed, moves: int) -> Annealed:
+    """``moves`` more moves of the method's parts on the posterior given the past and the
+    piece, with the anchor (when the past is read in minibatches with control variates) re-set
+    at the weighted mean."""
+    fresh = None
+    if env.past.control_variates and len(env.history) > env.full_batch_rows:
+        at_mean = anchor_at_mean(env.model, piece.particles, piece.log_weights, env.history)
+        fresh = with_piece(env.model, at_mean, env.rows)
+    past = past_data(env.history, env.full_batch_rows, env.past.batch_size, fresh)
+    smc = env.parts(Piece(env.model, env.rows, past))
+    checkpoint = functools.partial(
+        check_deadline, env.deadline, Progress(env.absorbed_rows, 1.0, len(piece.steps))
+    )
+    particles = piece.particles
     for _ in range(moves):
         checkpoint()
-        scale = particle_scale(particles, log_weights)
-        moved = smc.move(particles, 1.0, scale, generator, checkpoint).particles
+        scale = particle_scale(particles, piece.log_weights)
+        moved = smc.move(particles, 1.0, scale, env.generator, checkpoint).particles
         particles = settled(smc, particles, moved)[0]
-    return Rejuvenated(particles, anchor)
+    if fresh is None:
+        return piece._replace(particles=particles, extra_moves=True)
+    return piece._replace(particles=particles, anchor=fresh, reanchored=True, extra_moves=True)

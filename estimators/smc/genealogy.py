@@ -21,7 +21,7 @@ Var(log Ẑ) ≈ Σ_e (M_e − W⁰_e − C_e)², C_e the shares of Eve e's desc
 
 Usually the Eves are the run's starting particles (``first_generation``). A cloud that was itself
 drawn from a larger weighted one by a selection outside any run (``selected``: the online loop's
-return from ``surprise_particles`` × M particles to M) starts its next run from the particles that
+return from ``careful_particles`` × M particles to M) starts its next run from the particles that
 selection drew from: the selection's noise then reaches the run's Ẑ through the Eves it dropped or
 copied, and a run started at the smaller cloud would not count it.
 """

@@ -120,10 +120,12 @@ def equally_weighted(
 ) -> Selected:
     """``count`` copies drawn by ``resampler`` from the weighted particles, weights 1/count."""
     ancestors = resampler(torch.exp(log_weights), generator, count)
-    weights = torch.full(
-        (count,), -math.log(count), dtype=log_weights.dtype, device=log_weights.device
-    )
-    return Selected(particles[ancestors], weights, True, ancestors)
+    return Selected(particles[ancestors], equal_log_weights(log_weights, count), True, ancestors)
+
+
+def equal_log_weights(like: Tensor, count: int) -> Tensor:
+    """``count`` log-weights of 1/count, of the dtype and device of ``like``."""
+    return torch.full((count,), -math.log(count), dtype=like.dtype, device=like.device)
 
 
 def drop_weights(

@@ -22,7 +22,7 @@ and AIS are compositions of them (``modelcompare.estimators.online``,
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 import torch
 from torch import Tensor
@@ -35,6 +35,8 @@ from modelcompare.estimators.smc.relabeling import Relabel
 from modelcompare.estimators.smc.resampling import Selection
 from modelcompare.estimators.smc.temperature import TemperatureRule
 from modelcompare.estimators.smc.weights import ess, log_mean_increment, log_normalize
+
+PlanT = TypeVar("PlanT")  # what decides each step's parts (``anneal_planned``)
 
 
 class TemperedState(NamedTuple):
@@ -161,16 +163,36 @@ def anneal(
     max_steps: int,
     deadline: Deadline | None = None,
     absorbed_rows: int = 0,
-    refresh: Callable[[TemperedState], TemperedSMC] | None = None,
 ) -> tuple[TemperedState, tuple[StepInfo, ...]]:
-    """Steps until λ = 1; ``EstimatorError`` after ``max_steps`` (a safeguard), and
-    ``BudgetExceeded`` (reporting ``absorbed_rows`` and λ) once ``deadline`` has passed.
-    ``refresh`` gives the parts of each next step from the state reached (a move kernel
-    re-set where the particles now are); without it ``smc`` makes every step."""
+    """Steps with the parts ``smc`` until λ = 1 (``anneal_planned`` with one plan)."""
+    final, steps, _ = anneal_planned(
+        smc, _as_parts, None, state, generator, max_steps, deadline, absorbed_rows
+    )
+    return final, steps
+
+
+def _as_parts(smc: TemperedSMC) -> TemperedSMC:
+    return smc
+
+
+def anneal_planned(
+    plan: PlanT,
+    parts: Callable[[PlanT], TemperedSMC],
+    advance: Callable[[PlanT, TemperedState], PlanT] | None,
+    state: TemperedState,
+    generator: torch.Generator,
+    max_steps: int,
+    deadline: Deadline | None = None,
+    absorbed_rows: int = 0,
+) -> tuple[TemperedState, tuple[StepInfo, ...], PlanT]:
+    """Steps until λ = 1, each with the ``parts`` of the plan at hand, the plan ``advance``d from
+    the state each step reaches (e.g. a move kernel re-set where the particles now are); the
+    state, the steps and the last plan. ``EstimatorError`` after ``max_steps`` (a safeguard),
+    ``BudgetExceeded`` (reporting ``absorbed_rows`` and λ) once ``deadline`` has passed."""
     steps: list[StepInfo] = []
     while state.temperature < 1.0:
-        if refresh is not None and steps:
-            smc = refresh(state)
+        if advance is not None and steps:
+            plan = advance(plan, state)
         progress = Progress(absorbed_rows, state.temperature, len(steps))
         check_deadline(deadline, progress)
         if len(steps) >= max_steps:
@@ -182,9 +204,9 @@ def anneal(
         def checkpoint(progress: Progress = progress) -> None:
             check_deadline(deadline, progress)
 
-        state, info = step(smc, state, generator, checkpoint)
+        state, info = step(parts(plan), state, generator, checkpoint)
         steps.append(info)
-    return state, tuple(steps)
+    return state, tuple(steps), plan
 
 
 def settled(smc: TemperedSMC, before: Tensor, after: Tensor) -> tuple[Tensor, Tensor]:

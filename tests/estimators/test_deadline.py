@@ -20,8 +20,16 @@ from modelcompare.estimators import (
     Rows,
 )
 from modelcompare.estimators.data.history import RowsHistory
-from modelcompare.estimators.deadline import check_deadline
-from modelcompare.estimators.online.restart import reestimated
+from modelcompare.estimators.deadline import Checkpoint, check_deadline
+from modelcompare.estimators.online import standard_error
+from modelcompare.estimators.online.kernel import PieceKernel
+from modelcompare.estimators.online.reestimate import reestimated
+from modelcompare.estimators.online.reports import ChunkReport
+from modelcompare.estimators.online.settings import SGAISSettings
+from modelcompare.estimators.online.state import ParticleState, init
+from modelcompare.estimators.online.target import Piece
+from modelcompare.estimators.smc.resampling import Selected
+from modelcompare.estimators.smc.tempered import Moved, TemperedSMC
 from modelcompare.models import LinearRegression
 
 SMALL = {  # cheap settings per method; every method but exact anneals or iterates
@@ -148,27 +156,46 @@ def test_a_shared_out_deadline_keeps_the_cutoff() -> None:
     assert (half.at, half.cutoff, half.clock) == (6.0, 3.0, clock)
 
 
-def absorb_until_stopped(state: int, rows: Rows, history: object, generator: torch.Generator,
-                         deadline: Deadline | None) -> tuple[int, None]:
-    """An absorb step that runs until its deadline stops it."""
-    while True:
-        check_deadline(deadline, Progress(0, 1.0, 0))
+def until_stopped(piece: Piece) -> TemperedSMC:
+    """Parts of a one-step ladder whose move runs until its deadline stops it."""
+
+    def move(particles: torch.Tensor, temperature: float, scale: torch.Tensor,
+             generator: torch.Generator, checkpoint: Checkpoint) -> Moved:
+        while True:
+            checkpoint()
+
+    return TemperedSMC(
+        lambda theta: torch.zeros(theta.shape[0], dtype=torch.float64),
+        lambda log_weights, log_likelihood, remaining: remaining,
+        lambda particles, log_weights, ess, generator: Selected(particles, log_weights, False),
+        move,
+    )
 
 
-def test_a_re_estimate_past_its_half_budget_is_deferred_but_a_cutoff_is_raised() -> None:
-    """The re-estimate gets half of what is left of the budget and is deferred (None) past it;
-    past the cutoff the whole update is abandoned instead, so that an update which ends
-    before its cutoff is the one the budget alone would have given."""
+def test_a_re_estimate_past_its_half_budget_is_abandoned_but_a_cutoff_is_raised() -> None:
+    """The re-estimate gets half of what is left of the budget and is abandoned past it (the
+    state as it was, the attempt marked at its rows, the chunk's report as it was); past the
+    cutoff the whole update is abandoned instead, so that an update which ends before its
+    cutoff is the one the budget alone would have given."""
+    model, settings = LinearRegression(1), SGAISSettings(particles=4)
     rows = Rows(torch.zeros(4, 1, dtype=torch.float64), torch.zeros(4, dtype=torch.float64))
     empty = rows.slice(0, 0)
+    kernel = PieceKernel(model, settings, 100, until_stopped, 10, standard_error.delta)
+    state = init(model, settings, torch.Generator().manual_seed(1))
+    state = state._replace(n_observations=torch.tensor(4))
+    report = ChunkReport((), False, 0.5)
 
-    def fresh(generator: torch.Generator) -> int:
-        return 0
+    def fresh(generator: torch.Generator) -> ParticleState:
+        return init(model, settings, generator)
 
-    def run(deadline: Deadline) -> object:
-        return reestimated(absorb_until_stopped, fresh, 0, RowsHistory(empty),  # type: ignore[type-var]
-                           rows, torch.Generator().manual_seed(0), deadline)
+    def run(deadline: Deadline) -> tuple[ParticleState, ChunkReport]:
+        return reestimated(kernel, fresh, state, RowsHistory(empty), rows,
+                           torch.Generator().manual_seed(0), deadline, report)
 
-    assert run(Deadline.after(10.0, clock=CountingClock())) is None
+    clock = CountingClock()
+    kept, kept_report = run(Deadline.after(10.0, clock=clock))  # reads 1: the budget ends at 11
+    assert clock.calls == 7  # the share (read 2) ends at 6.5: the 7th read stops the pass
+    assert kept_report is report and kept.particles is state.particles
+    assert int(kept.reestimate.last_rows) == 4 and kept.log_evidence is state.log_evidence
     with pytest.raises(CutOff):
         run(Deadline.after(10.0, clock=CountingClock(), cutoff=3.0))

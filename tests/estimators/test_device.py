@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from modelcompare.estimators import METHODS, OnlineEvidence, build
+from modelcompare.estimators.data.serialization import leaves
 from modelcompare.models import GaussianMixture, LinearRegression
 
 DEVICES = [
@@ -83,7 +84,7 @@ def test_every_method_runs_on_the_device(method: str, device: str) -> None:
     for start in range(0, 80, 40):
         tracker.update(x[start : start + 40], y[start : start + 40])
     expected = torch.device(device)
-    for name, value in tracker.state._asdict().items():
+    for name, value in leaves(tracker.state).items():
         assert value.device.type == expected.type, name
         assert not value.is_floating_point() or value.dtype == torch.float64, name
     assert math.isfinite(tracker.log_evidence) and tracker.n_observations == 80

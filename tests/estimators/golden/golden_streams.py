@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from modelcompare.estimators import ColumnView, InMemoryHistory, Rows, build, state_to_bytes
+from modelcompare.estimators.data.serialization import leaves
 from modelcompare.models import GaussianMixture, LinearRegression, LogisticRegression, Model
 
 F64 = torch.float64
@@ -114,13 +115,13 @@ STREAMS: dict[str, Stream] = {
             "linear_drift_careful",
             lambda: LinearRegression(2),
             "sgais",
-            # the careful ladder (past surprise_steps: ESS target surprise_ess_target, moves of
-            # surprise_move_steps, surprise_particles × M particles and back) and the extra
+            # the careful ladder (past careful_steps: ESS target careful_ess_target, moves of
+            # careful_move_steps, careful_particles × M particles and back) and the surprise
             # moves after a surprising piece (surprise_moves), each set here explicitly
             {"particles": 32, "full_batch_rows": 40, "steps": 5, "hmc_moves": 2,
              "leapfrog_steps": 5, "surprise_steps": 4, "surprise_ess": 0.1,
-             "surprise_moves": 2, "surprise_ess_target": 0.95, "surprise_move_steps": 10,
-             "surprise_particles": 2, "standard_error": "genealogy"},
+             "surprise_moves": 2, "careful_steps": 4, "careful_ess_target": 0.95,
+             "careful_move_steps": 10, "careful_particles": 2, "standard_error": "genealogy"},
             linear_drift, 20, data_seed=12, seed=2,
             guards="careful ladder (a piece past surprise_steps after the exact phase) and "
             "extra moves after a surprising piece",
@@ -142,12 +143,13 @@ STREAMS: dict[str, Stream] = {
             "sgais",
             # SGHMC's lr at 4× its default: once the past is read in minibatches the moves send
             # the unpinned component's log-variance astray (most trajectories undone as
-            # diverged), as on the sorted calibration streams (docs/design/drift.md); re-estimates
-            # from row 0 on, at n ≥ 2 × the last one's rows; no careful ladder or extra moves
-            # here (the drift stream has them), which keeps the stream cheap
+            # diverged), as on the sorted calibration streams (docs/design/re-estimates.md);
+            # re-estimates from row 0 on, at n ≥ 2 × the last one's rows; no careful ladder or
+            # surprise moves here (the drift stream has them), which keeps the stream cheap
             {"particles": 32, "full_batch_rows": 40, "steps": 5, "hmc_moves": 2,
              "leapfrog_steps": 5, "lr": 0.1, "surprise_steps": 10_000, "surprise_moves": 0,
-             "restart_growth": 2.0, "restart_min_rows": 0, "restart_max_rows": 20_000},
+             "careful_steps": 10_000, "reestimate_growth": 2.0, "reestimate_min_rows": 0,
+             "reestimate_max_rows": 20_000},
             sorted_mixture, 20, data_seed=0, seed=0,
             guards="a re-estimate over the shuffled rows seen after a chunk left the "
             "particles astray",
@@ -223,7 +225,7 @@ def state_record(state: Any) -> dict[str, Any]:
         "state_sha256": hashlib.sha256(state_to_bytes(state)).hexdigest(),
         "fields": {
             name: hashlib.sha256(tensor_bytes(value)).hexdigest()[:FIELD_DIGEST_CHARS]
-            for name, value in state._asdict().items()
+            for name, value in leaves(state).items()
         },
     }
 

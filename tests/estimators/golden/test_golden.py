@@ -154,7 +154,7 @@ def check_linear_iid(stream: Stream, found: Run) -> None:
     assert all(infos[i].diverged_fraction == infos[i].diverged_fraction for i in later)
     assert all(infos[i].reanchors > 0 for i in later)
     assert max(info.sub_chunks for info in infos) >= 2  # a chunk cut by the schedule
-    assert not any(info.restarted for info in infos)
+    assert not any(info.reestimated for info in infos)
 
 
 def check_linear_drift_careful(stream: Stream, found: Run) -> None:
@@ -168,7 +168,7 @@ def check_linear_drift_careful(stream: Stream, found: Run) -> None:
         and info.annealing_steps > settings["surprise_steps"] * info.sub_chunks
     ]
     assert len(careful) >= 3, careful
-    assert settings["surprise_particles"] > 1  # the careful steps widen the cloud ...
+    assert settings["careful_particles"] > 1  # the careful steps widen the cloud ...
     # ... and every piece ends back at M particles
     assert all(state.particles.shape[0] == settings["particles"] for state in found.states)
     extra = [i for i, info in enumerate(found.infos) if info.surprises and after_exact_phase(
@@ -194,15 +194,15 @@ def check_softmax_score_controls(stream: Stream, found: Run) -> None:
 
 
 def check_sorted_mixture_reestimate(stream: Stream, found: Run) -> None:
-    restarted = [i for i, info in enumerate(found.infos) if info.restarted]
-    assert restarted, "no re-estimate"
-    first = restarted[0]
+    reestimated = [i for i, info in enumerate(found.infos) if info.reestimated]
+    assert reestimated, "no re-estimate"
+    first = reestimated[0]
     # what made it due: a chunk after the exact phase left the particles astray (over 10% of
     # its SGHMC trajectories diverged, or the cloud frozen)
     assert any(
         info.diverged_fraction > 0.1 or info.spread < 1e-4 for info in found.infos[: first + 1]
     )
-    assert int(found.states[first].restart_rows) == rows_before(stream, first + 1)
+    assert int(found.states[first].reestimate.last_rows) == rows_before(stream, first + 1)
 
 
 def check_linear_islands(stream: Stream, found: Run) -> None:

@@ -90,11 +90,11 @@ def test_minibatch_moves_with_control_variates(stream) -> None:
     for start in range(0, 400, 50):
         reanchors += tracker.update(x[start : start + 50], y[start : start + 50]).reanchors
     state = tracker.state
-    rows = int(state.anchor_rows)
+    rows = int(state.anchor.rows)
     assert 40 < rows <= 400 and reanchors >= 2  # set past 40 rows, re-set as n doubles
     assert 2 * rows > 350  # not due again: the last piece started at n = 350
-    full = model.grad_log_likelihood(state.anchor_point[None], x, y)[0]
-    torch.testing.assert_close(state.anchor_grad, full, rtol=1e-9, atol=1e-8)
+    full = model.grad_log_likelihood(state.anchor.point[None], x, y)[0]
+    torch.testing.assert_close(state.anchor.grad, full, rtol=1e-9, atol=1e-8)
     exact = exact_log_evidence(model, x, y)
     # Minibatch SGHMC on 40-row full batches is a cruder move than the default; still within a
     # few nats at N = 400 (5 stderrs plus the linear-regression allowance above).
@@ -105,7 +105,7 @@ def test_plain_minibatch_gradients_keep_no_anchor(stream) -> None:
     tracker, _exact = run(
         stream, "linear_regression", 5, full_batch_rows=40, batch_size=20, control_variates=False
     )
-    assert int(tracker.state.anchor_rows) == 0
+    assert int(tracker.state.anchor.rows) == 0
     assert math.isfinite(tracker.log_evidence) and tracker.log_evidence < 0
 
 

@@ -72,7 +72,7 @@ def test_updates_measure_it_past_each_multiple_of_spread_rows_or_while_a_re_esti
 ) -> None:
     """Without re-estimates only the updates whose rows cross a multiple of ``SPREAD_ROWS``
     measure the spread (NaN on the others and while the moves are exact); with them every
-    update after the exact phase does while n ≤ ``restart_max_rows``, since their trigger reads
+    update after the exact phase does while n ≤ ``reestimate_max_rows``, since their trigger reads
     it, and past that only those that cross a multiple again. A cloud that follows the
     posterior reads near 1."""
     model = LinearRegression(3)
@@ -80,9 +80,9 @@ def test_updates_measure_it_past_each_multiple_of_spread_rows_or_while_a_re_esti
     x = torch.randn(4500, 3, generator=g, dtype=F64)
     y = x @ torch.tensor([1.0, -2.0, 0.5], dtype=F64) + torch.randn(4500, generator=g, dtype=F64)
     trackers = {
-        "plain": OnlineEvidence(model, seed=2, full_batch_rows=100, restart_growth=0.0),
+        "plain": OnlineEvidence(model, seed=2, full_batch_rows=100, reestimate_growth=0.0),
         "restarting": OnlineEvidence(model, seed=2, full_batch_rows=100),
-        "capped": OnlineEvidence(model, seed=2, full_batch_rows=100, restart_max_rows=2500),
+        "capped": OnlineEvidence(model, seed=2, full_batch_rows=100, reestimate_max_rows=2500),
     }
     measured: dict[str, list[int]] = {name: [] for name in trackers}
     for start in range(0, 4500, 500):

@@ -17,6 +17,7 @@ from modelcompare.estimators.smc.tempered import (
     Moved,
     TemperedSMC,
     anneal,
+    anneal_planned,
     checked_log_likelihood,
     start,
     step,
@@ -146,7 +147,7 @@ def test_nan_and_all_infinite_log_likelihoods_raise() -> None:
         checked_log_likelihood(torch.full((3,), -math.inf, dtype=F64))
 
 
-def test_refresh_gives_the_parts_of_every_step_after_the_first() -> None:
+def test_a_plan_advanced_from_each_state_gives_the_parts_of_every_later_step() -> None:
     model, theta, y = coin(40, 3)
     calls: list[str] = []
 
@@ -166,14 +167,17 @@ def test_refresh_gives_the_parts_of_every_step_after_the_first() -> None:
     first, later = parts(model, y, move=move_of("first")), parts(model, y, move=move_of("later"))
     refreshed: list[float] = []
 
-    def refresh(state: Any) -> TemperedSMC:
+    def advance(plan: int, state: Any) -> int:
         refreshed.append(state.temperature)
-        return later
+        return plan + 1
 
-    _, steps = anneal(first, start(first, theta, uniform(2000)), torch.Generator(), 100,
-                      refresh=refresh)
+    _, steps, plan = anneal_planned(
+        0, lambda plan: first if plan == 0 else later, advance,
+        start(first, theta, uniform(2000)), torch.Generator(), 100,
+    )
     assert len(steps) > 2 and calls == ["first"] + ["later"] * (len(steps) - 1)
     assert len(refreshed) == len(steps) - 1 and 0.0 < refreshed[0] == sorted(refreshed)[0] < 1.0
+    assert plan == len(steps) - 1  # the last plan is the one the last step ran with
 
 
 def test_a_move_that_leaves_the_domain_is_undone_for_those_particles() -> None:

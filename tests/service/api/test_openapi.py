@@ -61,7 +61,7 @@ def test_sgais_has_at_most_eight_everyday_settings_listed_first(document: dict[s
     sgais = schemas[union["discriminator"]["mapping"]["sgais"].rsplit("/", 1)[1]]["properties"]
     assert {name for name in sgais if not sgais[name].get("x-advanced")} == {
         "method", "particles", "islands", "device", "full_batch_rows", "batch_size",
-        "restart_growth"}
+        "reestimate_growth"}
 
 
 def test_refused_values_are_not_in_the_document(document: dict[str, Any]) -> None:

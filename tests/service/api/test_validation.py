@@ -122,8 +122,11 @@ BAD_COMPARISONS: list[tuple[str, dict[str, Any]]] = [
                                "models": [{"name": "a", "family": "beta_bernoulli"}]}),
     ("unknown estimator setting", {"estimator": {"method": "sgais", "warp": 9},
                                    "models": [{"name": "a", "family": "beta_bernoulli"}]}),
-    ("re-estimates too often", {"estimator": {"method": "sgais", "restart_growth": 1.2},
+    ("re-estimates too often", {"estimator": {"method": "sgais", "reestimate_growth": 1.2},
                                 "models": [{"name": "a", "family": "beta_bernoulli"}]}),
+    ("a setting by its old and its new name", {"estimator": {
+        "method": "sgais", "restart_growth": 2.0, "reestimate_growth": 3.0},
+        "models": [{"name": "a", "family": "beta_bernoulli"}]}),
     ("exact for a model without closed form", {"estimator": {"method": "exact"}, "models": [
         {"name": "a", "family": "logistic_regression", "config": {"dim": 2}}]}),
     ("seed is not a number", {"seed": "x", "models": [{"name": "a", "family": "beta_bernoulli"}]}),

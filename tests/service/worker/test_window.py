@@ -122,8 +122,8 @@ def test_a_model_that_re_estimates_in_the_service_restarts_its_window(
     ``info.reestimated`` and its window is null; the next chunk's window spans it."""
     server = start_server("embedded")
     x, y = regression_data(600)
-    body = comparison_body("sgais", full_batch_rows=100, restart_growth=2.0,
-                           restart_min_rows=200, particles=32, lr=1.0)
+    body = comparison_body("sgais", full_batch_rows=100, reestimate_growth=2.0,
+                           reestimate_min_rows=200, particles=32, lr=1.0)
     with server.client() as client:
         cid = client.post("/v1/comparisons", json=body).json()["id"]
         bodies = [client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=c).json()
