@@ -52,6 +52,11 @@ class ClusterNode(Child):
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )
 
+    def exit_details(self) -> str:
+        log = self.folder / "redis.log"
+        lines = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
+        return ": " + " | ".join(lines) if lines else ""
+
     def ready(self) -> bool:
         client = _node(self.port)
         try:

@@ -57,10 +57,15 @@ class Child:
         deadline = time.monotonic() + timeout
         while not self.ready():
             if self.process.poll() is not None:
-                raise RuntimeError(f"{self.what} exited with {self.process.returncode}")
+                raise RuntimeError(f"{self.what} exited with {self.process.returncode}"
+                                   f"{self.exit_details()}")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.what} did not start in {timeout} s")
             time.sleep(0.05)
+
+    def exit_details(self) -> str:
+        """What the process said before it exited (its log's last lines), where it keeps one."""
+        return ""
 
     def start(self) -> None:
         self.launch()

@@ -109,11 +109,18 @@ class LocalCluster:
             process.wait(timeout=10)
 
 
+# Node ports P, and their bus ports P + 10000, stay below the kernel's ephemeral range (32768 on
+# this machine's default): a node killed and started again on its port must find it still free,
+# and an outgoing connection of another process can take a free port of that range meanwhile
+# (a restart once failed that way, "a cluster node exited with 1").
+NODE_PORTS = range(10000, 22768)
+
+
 def free_node_ports(count: int) -> list[int]:
     """Ports P whose cluster bus port P + 10000 is free too."""
     ports: list[int] = []
     while len(ports) < count:
-        port = random.randrange(20000, 40000)
+        port = random.choice(NODE_PORTS)
         if port not in ports and _free(port) and _free(port + 10000):
             ports.append(port)
     return ports
