@@ -119,8 +119,8 @@ STORED = Path(__file__).with_name("stored_states")
 @pytest.mark.parametrize("name", sorted(p.stem for p in STORED.glob("*.safetensors")))
 def test_states_stored_with_the_flat_record_load_and_store_the_same_bytes(name: str) -> None:
     """Particle states written before the state had a core and slots (a careful-ladder stream, a
-    re-estimated one, two islands, hybrid; ``stored_states/``) load into the slots and store
-    again as the very same bytes."""
+    re-estimated one, two islands, hybrid, sequential, minibatch_mh; ``stored_states/``) load
+    into the slots and store again as the very same bytes."""
     data = (STORED / f"{name}.safetensors").read_bytes()
     state = state_from_bytes(ParticleState, data)
     assert state_to_bytes(state) == data

@@ -162,10 +162,10 @@ def check_linear_drift_careful(stream: Stream, found: Run) -> None:
     careful = [
         i
         for i, info in enumerate(found.infos)
-        # after the exact phase, more steps than surprise_steps in every piece on average: some
-        # piece ran past surprise_steps, where the careful parts take over (``piece_parts``)
+        # after the exact phase, more steps than careful_steps in every piece on average: some
+        # piece ran past careful_steps, where the careful parts take over (``careful``)
         if after_exact_phase(stream, i)
-        and info.annealing_steps > settings["surprise_steps"] * info.sub_chunks
+        and info.annealing_steps > settings["careful_steps"] * info.sub_chunks
     ]
     assert len(careful) >= 3, careful
     assert settings["careful_particles"] > 1  # the careful steps widen the cloud ...

@@ -1,5 +1,6 @@
 """K independent SG-AIS systems as one estimator (``online.islands``): the joined state splits
-back into its systems, each runs as one system would, and Ẑ is their average."""
+back into its systems, each runs as one system would (on a fake system: its own generator, its
+own slice of the state), and Ẑ is their average."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from modelcompare.estimators import EstimatorConfigError, OnlineEvidence, build,
 from modelcompare.estimators.data.history import Rows, RowsHistory
 from modelcompare.estimators.data.rng import derive_generator
 from modelcompare.estimators.data.serialization import leaves
+from modelcompare.estimators.estimator import Estimator
 from modelcompare.estimators.online import sgais
-from modelcompare.estimators.online.islands import averaged, joined, split
+from modelcompare.estimators.online.islands import averaged, islands, joined, split
 from modelcompare.estimators.online.settings import SGAISSettings
+from modelcompare.estimators.online.state import ParticleState, init
 from modelcompare.models import LinearRegression
 
 ROWS, POST = 300, 100
@@ -62,6 +65,53 @@ def test_a_joined_state_splits_back_into_its_systems() -> None:
         assert found.keys() == expected.keys()
         for name, value in expected.items():
             assert torch.allclose(found[name], value), name
+
+
+def fake_system(calls: list[tuple[int, float]]) -> Estimator[ParticleState, float]:
+    """A stand-in system of 4 particles: an update moves them by 1, adds its generator's first
+    draw u to log Ẑ and the chunk's rows to n, reports u, and records (particles, u)."""
+    base = build(model(), "sgais", particles=4)
+
+    def update(state: ParticleState, chunk: Rows, history: object, generator: torch.Generator,
+               deadline: object = None) -> tuple[ParticleState, float]:
+        u = float(torch.rand((), generator=generator, dtype=torch.float64))
+        calls.append((state.particles.shape[0], u))
+        return state._replace(particles=state.particles + 1.0,
+                              log_evidence=state.log_evidence + u,
+                              n_observations=state.n_observations + chunk.count), u
+
+    return Estimator(
+        method="fake", model=base.model, settings=base.settings, state_type=ParticleState,
+        particles=4, init=lambda g: init(base.model, base.settings, g), update=update,
+        log_evidence=base.log_evidence, log_evidence_variance=base.log_evidence_variance,
+        n_observations=base.n_observations, ess=base.ess, predict=base.predict,
+    )
+
+
+def test_islands_run_k_fake_systems_each_on_its_slice_with_its_own_generator() -> None:
+    calls: list[tuple[int, float]] = []
+    combined: list[list[float]] = []
+
+    def combine(infos: list[float], before: ParticleState, after: ParticleState) -> float:
+        combined.append(infos)
+        return sum(infos)
+
+    three = islands(fake_system(calls), 3, combine)
+    assert three.particles == 12
+    state = three.init(torch.Generator().manual_seed(0))
+    assert state.particles.shape == (12, 4) and state.log_evidence.shape == (3,)
+    after, info = three.update(state, linear_rows(0, 5), RowsHistory(linear_rows(0, 0)),
+                               torch.Generator().manual_seed(1))
+    drawn = int(torch.randint(1 << 62, (1,), generator=torch.Generator().manual_seed(1)))
+    expected = [float(torch.rand((), generator=derive_generator(drawn, "island", k),
+                                 dtype=torch.float64)) for k in range(3)]
+    assert calls == [(4, u) for u in expected]
+    assert combined == [expected] and info == pytest.approx(sum(expected))
+    assert torch.equal(after.particles, state.particles + 1.0)
+    assert torch.equal(after.log_evidence, state.log_evidence + torch.tensor(expected,
+                                                                             dtype=torch.float64))
+    assert three.n_observations(after) == 5
+    assert islands(fake_system(calls), 1, combine).method == "fake"
 
 
 @pytest.mark.slow
