@@ -232,6 +232,17 @@ def absorb(
     state, pieces = absorb_pieces(kernel, state, chunk, history, generator, deadline)
     if n <= kernel.full_batch_rows or n // SPREAD_ROWS == int(state.n_observations) // SPREAD_ROWS:
         return state, ChunkReport(pieces, False, math.nan)
+    return state, ChunkReport(pieces, False, spread_after(kernel, state, history, chunk, generator))
+
+
+def spread_after(
+    kernel: PieceKernel,
+    state: ParticleState,
+    history: History,
+    chunk: Rows,
+    generator: torch.Generator,
+) -> float:
+    """The cloud's width in units of the posterior's (``spread``) once ``state`` has seen the
+    rows of ``history`` and ``chunk``."""
     seen = ExtendedHistory(history, chunk)
-    spread = relative_spread(kernel.model, state.particles, state.log_weights, seen, generator)
-    return state, ChunkReport(pieces, False, spread)
+    return relative_spread(kernel.model, state.particles, state.log_weights, seen, generator)

@@ -30,9 +30,13 @@ from modelcompare.estimators.data.history import (
 from modelcompare.estimators.deadline import Deadline
 from modelcompare.estimators.errors import BudgetExceeded
 from modelcompare.estimators.online.extension_settings import ReestimateSettings
-from modelcompare.estimators.online.kernel import ChunkUpdate, PieceKernel, absorb_pieces
+from modelcompare.estimators.online.kernel import (
+    ChunkUpdate,
+    PieceKernel,
+    absorb_pieces,
+    spread_after,
+)
 from modelcompare.estimators.online.reports import ChunkReport, astray
-from modelcompare.estimators.online.spread import relative_spread
 from modelcompare.estimators.online.state import ParticleState
 
 
@@ -85,10 +89,8 @@ def reestimating(
         after = int(state.n_observations)
         if n <= kernel.full_batch_rows or not can_come(settings, after):
             return state, report
-        seen = ExtendedHistory(history, chunk)
         if math.isnan(report.spread):
-            spread = relative_spread(kernel.model, state.particles, state.log_weights, seen,
-                                     generator)
+            spread = spread_after(kernel, state, history, chunk, generator)
             report = report._replace(spread=spread)
         slot = state.reestimate
         if not int(slot.astray_rows) and astray(report.pieces, report.spread):
@@ -124,8 +126,7 @@ def reestimated(
         slot = state.reestimate._replace(last_rows=state.n_observations.clone())
         return state._replace(reestimate=slot), report
     slot = new.reestimate._replace(last_rows=state.n_observations.clone())
-    seen = ExtendedHistory(history, chunk)
-    spread = relative_spread(kernel.model, new.particles, new.log_weights, seen, generator)
+    spread = spread_after(kernel, new, history, chunk, generator)
     # a pass can go astray too (calibration data set 22 froze in one): the next one waits
     # until n has grown by ``growth`` again
     if astray(pieces, spread):

@@ -124,7 +124,7 @@ class Fake:
         self.reports: list[ChunkReport] = []
         self.fresh: list[int] = []
         self.spreads: list[int] = []
-        monkeypatch.setattr(reestimate, "relative_spread", self.spread)
+        monkeypatch.setattr(piece_kernel, "relative_spread", self.spread)
         self.update = reestimating(self.kernel, self.settings, self.prior, self.inner)
 
     def inner(self, state: ParticleState, chunk: Rows, *_: object) -> tuple[ParticleState,
@@ -370,8 +370,8 @@ def test_a_pass_that_froze_leaves_the_particles_astray(monkeypatch: pytest.Monke
     """Every cloud reads as frozen here, the re-estimate's too: it still replaces the state
     (the in-order one is no better), but the next re-estimate is due once n has doubled,
     without waiting for a new sign."""
-    for module in (reestimate, piece_kernel):  # where a chunk's and a pass's spread is read
-        monkeypatch.setattr(module, "relative_spread", lambda *args: 0.0)
+    # where a chunk's and a pass's spread is read (``kernel.spread_after``)
+    monkeypatch.setattr(piece_kernel, "relative_spread", lambda *args: 0.0)
     model = LinearRegression(2)
     x, y = iid(1200, 6)
     tracker = OnlineEvidence(model, seed=6, full_batch_rows=100, reestimate_growth=2.0,
