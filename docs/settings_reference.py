@@ -242,6 +242,9 @@ SERVICE_GROUPS: tuple[tuple[str, str, dict[str, str]], ...] = (
                           "1013 and the reason",
         "redis_pool_size": "the API's Redis connections",
         "redis_pool_timeout": "seconds a request waits for a Redis connection (then 503)",
+        "redis_socket_timeout": "seconds any process waits to connect to Redis or for one "
+                                "reply; past it the connection counts as lost (the worker "
+                                "retries, the API answers 503)",
         "update_budget": "CPU seconds of one chunk's update, counted on the worker thread "
                          "that runs it (a busy host does not use it up); past it the chunk "
                          "fails like a poison chunk",

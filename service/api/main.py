@@ -53,7 +53,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                 url = embedded.url
             # A busy pool makes a request wait (up to redis_pool_timeout) for a connection
             # instead of failing at once; past that the request gets 503.
-            connection = Connection.detect(url, wait=REDIS_STARTUP_WAIT)
+            connection = Connection.detect(url, wait=REDIS_STARTUP_WAIT,
+                                           socket_timeout=settings.redis_socket_timeout)
             client = connection.pooled_async_client(settings.redis_pool_size,
                                                     settings.redis_pool_timeout)
             app.state.settings = settings

@@ -86,7 +86,8 @@ def worker(args: argparse.Namespace) -> None:
     connection = None
     while connection is None and not stop.is_set():  # a worker may start before Redis
         try:
-            connection = Connection.detect(loaded.redis_url)
+            connection = Connection.detect(loaded.redis_url,
+                                           socket_timeout=loaded.redis_socket_timeout)
         except redis.ConnectionError as exc:
             logging.getLogger("modelcompare.worker").warning("waiting for Redis: %s", exc)
             stop.wait(loaded.poll_interval)

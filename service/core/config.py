@@ -109,6 +109,9 @@ class Settings(BaseSettings):
     max_websockets: int = Field(default=500, ge=1)
     redis_pool_size: int = Field(default=100, ge=1)
     redis_pool_timeout: float = Field(default=5.0, gt=0)  # a request waits this long for one
+    # Every process's Redis client: a reply (or a connect) that takes longer is a lost
+    # connection. At least twice store/connection.py's BLOCK_MAX, the longest blocking command.
+    redis_socket_timeout: float = Field(default=10.0, ge=2.0, le=600.0)
     # Access control (docs/guide/security.md): key -> {"read": [...], "write": [...]}, patterns over
     # comparison ids and names; empty: no keys needed. CORS is off unless origins are listed.
     api_keys: dict[str, KeyScope] = Field(default_factory=dict, repr=False)  # keys: secrets

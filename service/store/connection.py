@@ -99,6 +99,15 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 
 
+# Every client's socket timeout unless the settings give one (``redis_socket_timeout``): a
+# reply that takes longer counts as a lost connection. It is set here, not left to redis-py,
+# whose default went from none to 5 s in version 8.
+SOCKET_TIMEOUT = 10.0
+# The longest a blocking command (BLPOP) may block: well under any socket timeout allowed
+# (the setting's floor is twice this), or the wait itself would read as a lost connection.
+BLOCK_MAX = 1.0
+
+
 class UnsupportedRedis(RuntimeError):
     """The Redis found cannot run the service in the mode it is in."""
 
@@ -106,7 +115,7 @@ class UnsupportedRedis(RuntimeError):
 def cluster_enabled(url: str) -> bool:
     """Whether the node at ``url`` runs in cluster mode; a cluster of Redis older than 7 (no
     sharded pub/sub, ``SSUBSCRIBE``) raises ``UnsupportedRedis``."""
-    probe = redis.Redis.from_url(url, socket_connect_timeout=5)
+    probe = redis.Redis.from_url(url, socket_connect_timeout=5, socket_timeout=5)
     try:
         if int(probe.info("cluster").get("cluster_enabled", 0)) != 1:
             return False
@@ -127,27 +136,35 @@ class Connection:
 
     url: str
     cluster: bool
+    socket_timeout: float = SOCKET_TIMEOUT  # seconds, for connecting and for each reply
 
     @classmethod
-    def detect(cls, url: str, wait: float = 0.0) -> Connection:
+    def detect(cls, url: str, wait: float = 0.0,
+               socket_timeout: float = SOCKET_TIMEOUT) -> Connection:
         """Ask the node at ``url``; while it is unreachable, retry for up to ``wait`` seconds
         (a process may start before Redis)."""
         deadline = time.monotonic() + wait
         while True:
             try:
-                return cls(url, cluster_enabled(url))
+                return cls(url, cluster_enabled(url), socket_timeout)
             except redis.ConnectionError:
                 if time.monotonic() >= deadline:
                     raise
                 time.sleep(0.2)
 
+    def _timeouts(self, options: dict[str, Any]) -> dict[str, Any]:
+        return {"socket_timeout": self.socket_timeout,
+                "socket_connect_timeout": self.socket_timeout, **options}
+
     def sync_client(self, **options: Any) -> SyncClient:
+        options = self._timeouts(options)
         if self.cluster:
             options.setdefault("require_full_coverage", False)
             return RedisCluster.from_url(_cluster_url(self.url), **options)
         return redis.Redis.from_url(self.url, **options)
 
     def async_client(self, **options: Any) -> AsyncClient:
+        options = self._timeouts(options)
         if self.cluster:
             options.setdefault("require_full_coverage", False)
             return AsyncRedisCluster.from_url(_cluster_url(self.url), **options)
@@ -166,7 +183,8 @@ class Connection:
             return self.async_client(max_connections=size)
         pool = aioredis.BlockingConnectionPool.from_url(self.url, max_connections=size,
                                                         timeout=timeout,
-                                                        retry=Retry(NoBackoff(), 1))
+                                                        retry=Retry(NoBackoff(), 1),
+                                                        **self._timeouts({}))
         return aioredis.Redis(connection_pool=pool)
 
 

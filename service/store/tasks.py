@@ -9,6 +9,7 @@ import redis
 
 from modelcompare.service.progress import Reading
 from modelcompare.service.store import scripts
+from modelcompare.service.store.connection import BLOCK_MAX
 from modelcompare.service.store.keys import Keys, work_channel
 
 
@@ -66,8 +67,9 @@ class TaskBoard:
                           int(result.over_budget)])
 
     def wait(self, cid: str, timeout: float) -> None:
-        """Until a staged result lands (or ``timeout`` seconds pass)."""
-        self.client.blpop([Keys(self.prefix, cid).tasks_done], timeout=timeout)
+        """Until a staged result lands, or ``timeout`` seconds pass (at most ``BLOCK_MAX``:
+        a longer block would outlast the socket timeout; the caller looks again anyway)."""
+        self.client.blpop([Keys(self.prefix, cid).tasks_done], timeout=min(timeout, BLOCK_MAX))
 
     def results(self, cid: str, sequence: int, names: list[str]) -> dict[str, Staged] | None:
         """The results staged so far among ``names``; None when the tasks are for another chunk

