@@ -1,5 +1,5 @@
 """The six golden streams of the SG-AIS engine and the one way they are run and recorded
-(``test_golden.py`` compares with ``expected.json``; ``regenerate.py`` writes it).
+(``test_golden.py`` compares with ``expected/<platform>.json``; ``regenerate.py`` writes it).
 
 Each stream is a model, a method with its settings, rows drawn from torch generators of fixed
 seed, and 15 chunks fed the way the service feeds them (``service.engine.Runner``): the estimator
@@ -16,9 +16,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import platform
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -267,18 +269,36 @@ def run(stream: Stream, seed: int | None = None, chunks: int | None = None) -> R
 
 
 def environment() -> dict[str, str]:
-    """What the stored digests were computed with: float results can differ across torch
-    versions and CPU kinds, so a mismatch names both."""
+    """What the stored digests were computed with: float results differ in their last digits
+    across torch versions and CPU kinds (the vector width of torch's and MKL's kernels)."""
     return {
         "torch": torch.__version__,
         "machine": platform.machine(),
+        "cpu": cpu_model(),
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
         "python": platform.python_version(),
     }
 
 
+def cpu_model() -> str:
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or "unknown"
+
+
+def platform_key() -> str:
+    """The name of the digests file for this torch and CPU kind (``expected/<key>.json``)."""
+    env = environment()
+    words = f"{env['torch']} {env['machine']} {env['cpu_capability']} {env['cpu']}"
+    return re.sub(r"[^a-z0-9.]+", "-", words.lower()).strip("-")
+
+
 def expected_document() -> dict[str, Any]:
-    """What ``expected.json`` holds: the environment, and per stream its settings, the digest
-    of its rows and its chunks' records."""
+    """What a digests file holds: the environment, and per stream its settings, the digest of
+    its rows and its chunks' records."""
     streams = {}
     for name, stream in STREAMS.items():
         found = run(stream)

@@ -1,5 +1,6 @@
-"""Writes ``expected.json`` of the golden streams (see ``test_golden.py``, which says when this
-may be done: only for a change meant to alter results, never to make a refactoring pass).
+"""Writes this platform's digests of the golden streams, ``expected/<platform>.json`` (see
+``test_golden.py``, which says when this may be done: only for a change meant to alter results,
+or on unchanged code for a platform with no file yet; never to make a refactoring pass).
 
     python tests/estimators/golden/regenerate.py
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import golden_streams
 
-EXPECTED = Path(__file__).with_name("expected.json")
+EXPECTED = Path(__file__).with_name("expected") / f"{golden_streams.platform_key()}.json"
 
 
 def first_change(old: list[dict], new: list[dict]) -> str:
@@ -40,6 +41,7 @@ def main() -> int:
         old = before.get(name)
         change = "new" if old is None else first_change(old["chunks"], stream["chunks"])
         print(f"{name}: {change}")
+    EXPECTED.parent.mkdir(exist_ok=True)
     EXPECTED.write_text(json.dumps(document, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {EXPECTED}")
     return 0
