@@ -10,6 +10,7 @@ import functools
 from modelcompare.estimators.estimator import Estimator
 from modelcompare.estimators.online import standard_error
 from modelcompare.estimators.online.assembly import online_estimator
+from modelcompare.estimators.online.dimension import scaled_to_dimension
 from modelcompare.estimators.online.kernel import PieceKernel, absorb
 from modelcompare.estimators.online.kernels import exact_hmc, random_walk_mh
 from modelcompare.estimators.online.reestimate import reestimating
@@ -39,7 +40,7 @@ def bind(model: Model, settings: MinibatchMHSettings) -> Estimator[ParticleState
         parts=functools.partial(parts, settings, relabeler(model)),
         max_steps=settings.max_annealing_steps,
         variance=standard_error.RULES[settings.standard_error],
-        after=surprise_moves(settings),
+        after=surprise_moves(scaled_to_dimension(settings, model.param_dim)),
     )
     fresh = functools.partial(init, model, settings)
     update = reestimating(kernel, settings, fresh, functools.partial(absorb, kernel))

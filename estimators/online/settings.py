@@ -76,13 +76,15 @@ class PastDataSettings(Settings):
 
 class SGHMCSettings(Settings):
     steps: Advanced[int] = Field(
-        20, ge=1, le=200, description="SGHMC steps per move (one move per annealing step)"
+        20, ge=1, le=200, description="SGHMC steps per move (one move per annealing step); "
+        "left unset, × √(D / 44) for a model of D > 44 parameters"
     )
     lr: Advanced[float] = Field(
         0.025,
         gt=0.0,
         le=10.0,
-        description="SGHMC learning rate: η = lr / n (identity) or lr in the particle metric",
+        description="SGHMC learning rate: η = lr / n (identity) or lr in the particle metric; "
+        "left unset, × 44 / D for a model of D > 44 parameters",
     )
     friction: Advanced[float] = Field(
         0.1, gt=0.0, le=1.0, description="SGHMC momentum decay α per step"

@@ -20,6 +20,7 @@ from modelcompare.estimators.estimator import Estimator
 from modelcompare.estimators.online import standard_error
 from modelcompare.estimators.online.assembly import online_estimator
 from modelcompare.estimators.online.careful import Careful, narrowing, step_rule
+from modelcompare.estimators.online.dimension import scaled_to_dimension
 from modelcompare.estimators.online.islands import averaged, islands
 from modelcompare.estimators.online.kernel import ChunkUpdate, PieceKernel, absorb
 from modelcompare.estimators.online.kernels import sghmc_moves
@@ -125,7 +126,9 @@ def parts(settings: SGAISSettings, relabel: Relabel | None, piece: Piece) -> Tem
 
 
 def kernel(model: Model, settings: SGAISSettings) -> PieceKernel:
-    """The piece kernel with SG-AIS's parts, the careful ladder and the surprise moves."""
+    """The piece kernel with SG-AIS's parts, the careful ladder and the surprise moves (their
+    triggers and moves scaled to the model's size: ``dimension``)."""
+    settings = scaled_to_dimension(settings, model.param_dim)
     relabel = relabeler(model)
     careful = Careful(
         settings.careful_steps,

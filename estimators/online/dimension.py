@@ -1,0 +1,52 @@
+"""Settings scaled to the number of parameters D (docs/design/moves.md, "Many parameters").
+
+The defaults were chosen and calibrated on models of up to ``REFERENCE_PARAMETERS`` (44: the
+softmax regression of benchmarks/calibration.py, 10 inputs × 4 classes); past it, the ones a
+user did not set are scaled, and at or below it the settings are used as they are:
+
+- the step-count triggers of the careful ladder and the surprise moves (``careful_steps``,
+  ``surprise_steps``) by √(D / 44). Both fire on a piece annealed in more than that many steps.
+  An ESS-keeping ladder takes steps in proportion to the spread of the piece's log-likelihood
+  over the particles, and for r new rows after n, with θ − θ̂ ~ N(0, (n I₁)⁻¹), that spread's
+  variance is the score term's D·r/n plus lower order: an unsurprising piece takes √D times
+  more steps. Left fixed, every piece past the exact phase turned "surprising" and "careful"
+  at D = 81.
+- the SGHMC learning rate ``lr`` by 44 / D, and its steps per move ``steps`` by √(D / 44). The
+  invariant law of a discretised (SG)HMC differs from the target by O(η) in each whitened
+  direction, O(η·D) summed over them: η·D is held. A move travels about steps·√η posterior
+  spreads per direction: that is held too.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TypeVar
+
+from modelcompare.estimators.online.extension_settings import SurpriseSettings
+from modelcompare.estimators.online.settings import SGHMCSettings
+
+REFERENCE_PARAMETERS = 44
+TRIGGERS = ("careful_steps", "surprise_steps")  # × √(D / 44)
+SGHMC_STEPS, SGHMC_RATE = ("steps",), ("lr",)  # × √(D / 44), × 44 / D: SGHMC moves only
+
+S = TypeVar("S", bound=SurpriseSettings)
+
+
+def scaled_to_dimension(settings: S, param_dim: int) -> S:
+    """``settings`` with the triggers, and for SGHMC moves their steps and rate, that it left
+    at their defaults scaled to ``param_dim`` parameters."""
+    if param_dim <= REFERENCE_PARAMETERS:
+        return settings
+    ratio = param_dim / REFERENCE_PARAMETERS
+
+    def unset(names: tuple[str, ...]) -> list[str]:
+        return [name for name in names
+                if name in type(settings).model_fields and name not in settings.model_fields_set]
+
+    moves = isinstance(settings, SGHMCSettings)
+    root_scaled = unset(TRIGGERS + SGHMC_STEPS if moves else TRIGGERS)
+    inverse_scaled = unset(SGHMC_RATE) if moves else []
+    update: dict[str, float] = {
+        name: round(getattr(settings, name) * math.sqrt(ratio)) for name in root_scaled}
+    update |= {name: getattr(settings, name) / ratio for name in inverse_scaled}
+    return settings.model_copy(update=update)

@@ -1,0 +1,50 @@
+"""Past 44 parameters the settings a user left at their defaults scale with D: the careful and
+surprise step-count triggers and the SGHMC steps per move as √(D / 44), the SGHMC learning rate
+as 44 / D; below that, and wherever the user set them, they are the settings' own."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS, scaled_to_dimension
+from modelcompare.estimators.online.settings import MinibatchMHSettings, SGAISSettings
+
+SCALED = {"careful_steps", "surprise_steps", "steps", "lr"}
+
+
+@pytest.mark.parametrize("dim", [1, 21, REFERENCE_PARAMETERS])
+def test_models_up_to_the_reference_size_keep_the_settings(dim: int) -> None:
+    settings = SGAISSettings.parse({})
+    assert scaled_to_dimension(settings, dim) is settings
+
+
+@pytest.mark.parametrize(("dim", "triggers", "steps"),
+                         [(45, 8, 20), (81, 11, 27), (161, 15, 38), (200, 17, 43)])
+def test_larger_models_scale_the_defaults(dim: int, triggers: int, steps: int) -> None:
+    scaled = scaled_to_dimension(SGAISSettings.parse({}), dim)
+    root = math.sqrt(dim / REFERENCE_PARAMETERS)
+    assert (triggers, steps) == (round(8 * root), round(20 * root))
+    assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps) == (
+        triggers, triggers, steps)
+    assert scaled.lr == pytest.approx(0.025 * REFERENCE_PARAMETERS / dim, rel=1e-15)
+    assert scaled.careful.lr == scaled.lr  # the careful steps' moves take the scaled rate
+    assert scaled.model_dump(exclude=SCALED) == SGAISSettings.parse({}).model_dump(
+        exclude=SCALED)
+
+
+def test_a_setting_the_user_gave_is_kept() -> None:
+    scaled = scaled_to_dimension(SGAISSettings.parse({"careful_steps": 8, "lr": 0.05}), 161)
+    assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr) == (
+        8, 15, 38, 0.05)
+    # the old name sets both triggers (extension_settings.renamed): both kept
+    both = scaled_to_dimension(SGAISSettings.parse({"surprise_steps": 9}), 161)
+    assert (both.careful_steps, both.surprise_steps) == (9, 9)
+
+
+def test_minibatch_mh_scales_its_surprise_trigger_only() -> None:
+    scaled = scaled_to_dimension(MinibatchMHSettings.parse({}), 161)
+    assert scaled.surprise_steps == 15
+    assert scaled.model_dump(exclude={"surprise_steps"}) == MinibatchMHSettings.parse(
+        {}).model_dump(exclude={"surprise_steps"})
