@@ -21,6 +21,7 @@ from modelcompare.estimators.functionals.partial_posteriors import (
     path_runner,
 )
 from modelcompare.estimators.functionals.posterior_functionals import Functional
+from modelcompare.estimators.validated import dimension_warning
 from modelcompare.estimators.variational.mccavi import has_elbo, mccavi_elbo
 from modelcompare.models import Model, Prediction
 from modelcompare.service.progress import Reading
@@ -154,6 +155,23 @@ def runner_for(comparison: ComparisonSpec, spec: ModelSpec) -> Runner:
     estimator settings were validated when the comparison or model was created)."""
     estimator = json.dumps(comparison.estimator, sort_keys=True)
     return _cached_runner(comparison.seed, estimator, spec.model_dump_json())
+
+
+def model_warnings(comparison: ComparisonSpec, spec: ModelSpec) -> list[str]:
+    """What the estimator says a model's size asks of its evidence (``estimators.validated``);
+    none for a model this process cannot build (its plugin missing here)."""
+    if spec.unavailable() is not None:
+        return []
+    warning = dimension_warning(str(comparison.estimator["method"]),
+                                _param_dim(spec.model_dump_json()))
+    return [] if warning is None else [warning]
+
+
+@functools.lru_cache(maxsize=RUNNER_CACHE)
+def _param_dim(model: str) -> int:
+    """A stored model's parameter count, without binding an estimator (listings describe many
+    comparisons: they must not evict the runners the worker uses)."""
+    return ModelSpec.model_validate_json(model).build().param_dim
 
 
 def runners_of(comparison: ComparisonSpec) -> dict[str, Runner]:

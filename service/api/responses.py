@@ -41,6 +41,9 @@ class ModelOut(Body):
     formula: str | None = Field(None, description="the model's formula over named columns; "
                                 "null: it reads columns of x by index")
     prior_probability: float
+    warnings: list[str] = Field(
+        default_factory=list, description="what to keep in mind when reading this model's "
+        "evidence, e.g. more parameters than the estimator is checked to serve (empty: none)")
 
 
 class ComparisonOut(Body):

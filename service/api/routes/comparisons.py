@@ -25,7 +25,7 @@ from modelcompare.service.api.responses import (
     ModelRemoved,
     returns,
 )
-from modelcompare.service.engine import runner_for
+from modelcompare.service.engine import model_warnings, runner_for
 from modelcompare.service.evidence import evidence_body, prior_probabilities
 from modelcompare.service.formula import check_stored
 from modelcompare.service.limits import LimitExceeded
@@ -70,6 +70,7 @@ def describe(meta: Meta) -> dict[str, Any]:
                 "columns": m.columns,
                 "formula": m.formula,
                 "prior_probability": priors[m.name],
+                "warnings": model_warnings(spec, m),
             }
             for m in spec.models
         ],
