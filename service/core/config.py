@@ -10,6 +10,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from modelcompare.service.core.security import KeyScope
 from modelcompare.service.limits import Limits
+from modelcompare.service.store.connection import BLOCK_MAX, SOCKET_TIMEOUT
 
 # What reading and parsing a body holds, as a multiple of its bytes (service/api/inflight.py): a
 # chunk parsed with numpy (the body, its character classes, its numbers as float64, the stored
@@ -110,8 +111,8 @@ class Settings(BaseSettings):
     redis_pool_size: int = Field(default=100, ge=1)
     redis_pool_timeout: float = Field(default=5.0, gt=0)  # a request waits this long for one
     # Every process's Redis client: a reply (or a connect) that takes longer is a lost
-    # connection. At least twice store/connection.py's BLOCK_MAX, the longest blocking command.
-    redis_socket_timeout: float = Field(default=10.0, ge=2.0, le=600.0)
+    # connection. At least twice BLOCK_MAX, the longest any command the service sends blocks.
+    redis_socket_timeout: float = Field(default=SOCKET_TIMEOUT, ge=2 * BLOCK_MAX, le=600.0)
     # Access control (docs/guide/security.md): key -> {"read": [...], "write": [...]}, patterns over
     # comparison ids and names; empty: no keys needed. CORS is off unless origins are listed.
     api_keys: dict[str, KeyScope] = Field(default_factory=dict, repr=False)  # keys: secrets

@@ -99,9 +99,9 @@ UNAVAILABLE: tuple[type[Exception], ...] = (
 )
 
 
-# Every client's socket timeout unless the settings give one (``redis_socket_timeout``): a
-# reply that takes longer counts as a lost connection. It is set here, not left to redis-py,
-# whose default went from none to 5 s in version 8.
+# Every client's socket timeout, the default of the setting ``redis_socket_timeout``: a reply
+# that takes longer counts as a lost connection. It is set here, not left to redis-py, whose
+# default went from none to 5 s in version 8.
 SOCKET_TIMEOUT = 10.0
 # The longest a blocking command (BLPOP) may block: well under any socket timeout allowed
 # (the setting's floor is twice this), or the wait itself would read as a lost connection.
