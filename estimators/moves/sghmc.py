@@ -123,22 +123,51 @@ def noise_friction(
     rows, dim = gradient_noise.shape[1:]
     if dim > rows:
         factor = (0.5 * step) ** 0.5 * gradient_noise  # U: (M, R, D)
-        # The trace of B̂ (the squared norm of U) bounds its largest eigenvalue.
-        bound = factor.square().sum((1, 2))
-        if not bool((bound <= ceiling).all()):
-            largest = torch.linalg.matrix_norm(factor.to(torch.float64), ord=2).square()
-            shrink = torch.clamp(ceiling / largest, max=1.0).sqrt().to(factor.dtype)
-            factor = factor * shrink[:, None, None]
+        shrink = ceiling_shrink(factor.square().sum((1, 2)), lambda: gram(factor), ceiling)
+        if shrink is not None:
+            factor = factor * shrink.sqrt().to(factor.dtype)[:, None, None]
         return in_dtype_of(
             factor.dtype,
             lambda velocity: torch.bmm(torch.bmm(velocity, factor.transpose(1, 2)), factor),
         )
     matrix = (gradient_noise.transpose(1, 2) @ gradient_noise).mul_(0.5 * step)  # UᵀU
-    if not bool((matrix.diagonal(0, 1, 2).sum(-1) <= ceiling).all()):
-        # float64: LAPACK's float32 eigensolver fails to converge on ill-conditioned matrices
-        largest = torch.linalg.eigvalsh(matrix.to(torch.float64))[:, -1]
-        matrix = matrix * torch.clamp(ceiling / largest, max=1.0).to(matrix.dtype)[:, None, None]
+    shrink = ceiling_shrink(
+        matrix.diagonal(0, 1, 2).sum(-1), lambda: matrix.to(torch.float64), ceiling
+    )
+    if shrink is not None:
+        matrix = matrix * shrink.to(matrix.dtype)[:, None, None]
     return in_dtype_of(matrix.dtype, lambda velocity: torch.bmm(velocity, matrix))
+
+
+def ceiling_shrink(
+    trace: Tensor, gram_of: Callable[[], Tensor], ceiling: float
+) -> Tensor | None:
+    """Per particle, min(1, ``ceiling`` / λ_max(B̂)) from B̂'s ``trace`` (M,) and ``gram_of``: a
+    (M, k, k) in float64 with B̂'s nonzero eigenvalues (B̂ = UᵀU itself, or UUᵀ); None where no
+    particle needs shrinking.
+
+    λ_max ≤ ‖B̂‖_F ≤ tr B̂. ‖B̂‖_F = ‖UUᵀ‖_F costs a Gram product, about a tenth of an
+    eigensolver's or an SVD's time (M = 256, R = 100, D = 161: 27 ms against 204 ms for the
+    SVD), so the eigensolver runs only on the particles whose Frobenius bound exceeds the
+    ceiling; the others' factor is exactly 1, as it was when every particle's λ_max was computed.
+    float64: LAPACK's float32 eigensolver fails to converge on ill-conditioned matrices.
+    """
+    if bool((trace <= ceiling).all()):
+        return None
+    gram = gram_of()
+    over = (trace > ceiling) & (gram.square().sum((1, 2)).sqrt() > ceiling)
+    if not bool(over.any()):
+        return None
+    largest = torch.linalg.eigvalsh(gram[over])[:, -1]
+    shrink = torch.ones(trace.shape, dtype=torch.float64, device=trace.device)
+    shrink[over] = torch.clamp(ceiling / largest, max=1.0)
+    return shrink
+
+
+def gram(factor: Tensor) -> Tensor:
+    """UUᵀ (M, R, R) in float64 for U (M, R, D): B̂ = UᵀU's nonzero eigenvalues."""
+    wide = factor.to(torch.float64)
+    return torch.bmm(wide, wide.transpose(1, 2))
 
 
 def in_dtype_of(

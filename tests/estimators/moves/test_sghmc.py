@@ -172,6 +172,24 @@ def test_extra_friction_applies_eta_lt_v_l_over_two_capped_at_the_ceiling(rows: 
     assert float(top[0]) < 0.9 < float(top[1:].min())
 
 
+@pytest.mark.parametrize("rows", [4, 12])
+@pytest.mark.parametrize("eigenvalue", [0.3, 0.5])
+def test_a_spread_noise_whose_trace_exceeds_the_ceiling_is_not_shrunk(rows: int,
+                                                                      eigenvalue: float) -> None:
+    """B̂ with four equal eigenvalues: its trace (1.2 or 2.0) is over the ceiling 0.9, its
+    largest eigenvalue is not, so B̂u is applied in full, whether its Frobenius norm (0.6 or
+    1.0) settles it or the eigensolver must."""
+    noise = torch.zeros(2, rows, 6, dtype=torch.float64)
+    noise[:, range(4), range(4)] = (eigenvalue / (0.5 * 0.2)) ** 0.5
+    velocity = torch.randn(2, 6, generator=torch.Generator().manual_seed(rows),
+                           dtype=torch.float64)
+    applied = noise_friction(noise, 0.2, 0.9)(velocity)
+    expected = velocity.clone()
+    expected[:, :4] *= eigenvalue
+    expected[:, 4:] = 0.0
+    torch.testing.assert_close(applied, expected)
+
+
 @pytest.mark.parametrize("rows", [3, 12])
 @pytest.mark.parametrize("bad", [math.inf, math.nan, 1e200])
 def test_a_particle_whose_noise_is_not_finite_gets_no_extra_friction(rows: int,
