@@ -155,7 +155,7 @@ def ceiling_shrink(
     if bool((trace <= ceiling).all()):
         return None
     gram = gram_of()
-    over = (trace > ceiling) & (gram.square().sum((1, 2)).sqrt() > ceiling)
+    over = gram.square().sum((1, 2)).sqrt() > ceiling
     if not bool(over.any()):
         return None
     largest = torch.linalg.eigvalsh(gram[over])[:, -1]
