@@ -22,19 +22,23 @@ from __future__ import annotations
 import math
 from typing import TypeVar
 
+import annotated_types
+
 from modelcompare.estimators.online.extension_settings import SurpriseSettings
 from modelcompare.estimators.online.settings import SGHMCSettings
+from modelcompare.estimators.settings import Settings
 
 REFERENCE_PARAMETERS = 44
 TRIGGERS = ("careful_steps", "surprise_steps")  # × √(D / 44)
 SGHMC_STEPS, SGHMC_RATE = ("steps",), ("lr",)  # × √(D / 44), × 44 / D: SGHMC moves only
+EXACT_PHASE = ("full_batch_rows",)  # × D / 44 up to the field's bound: SGHMC moves only
 
 S = TypeVar("S", bound=SurpriseSettings)
 
 
 def scaled_to_dimension(settings: S, param_dim: int) -> S:
-    """``settings`` with the triggers, and for SGHMC moves their steps and rate, that it left
-    at their defaults scaled to ``param_dim`` parameters."""
+    """``settings`` with the triggers, and for SGHMC moves their steps, rate and exact phase,
+    that it left at their defaults scaled to ``param_dim`` parameters."""
     if param_dim <= REFERENCE_PARAMETERS:
         return settings
     ratio = param_dim / REFERENCE_PARAMETERS
@@ -46,7 +50,18 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
     moves = isinstance(settings, SGHMCSettings)
     root_scaled = unset(TRIGGERS + SGHMC_STEPS if moves else TRIGGERS)
     inverse_scaled = unset(SGHMC_RATE) if moves else []
+    linear_scaled = unset(EXACT_PHASE) if moves else []
     update: dict[str, float] = {
         name: round(getattr(settings, name) * math.sqrt(ratio)) for name in root_scaled}
     update |= {name: getattr(settings, name) / ratio for name in inverse_scaled}
+    update |= {name: min(round(getattr(settings, name) * ratio), upper_bound(settings, name))
+               for name in linear_scaled}
     return settings.model_copy(update=update)
+
+
+def upper_bound(settings: Settings, name: str) -> float:
+    """The largest value field ``name`` of ``settings`` accepts (its ``le``)."""
+    return next(
+        bound.le for bound in type(settings).model_fields[name].metadata
+        if isinstance(bound, annotated_types.Le)
+    )

@@ -1,6 +1,7 @@
 """Past 44 parameters the settings a user left at their defaults scale with D: the careful and
 surprise step-count triggers and the SGHMC steps per move as √(D / 44), the SGHMC learning rate
-as 44 / D; below that, and wherever the user set them, they are the settings' own."""
+as 44 / D, the exact phase's rows as D / 44 up to 2,000; below that, and wherever the user set
+them, they are the settings' own."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS, scaled_to_dimension
 from modelcompare.estimators.online.settings import MinibatchMHSettings, SGAISSettings
 
-SCALED = {"careful_steps", "surprise_steps", "steps", "lr"}
+SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows"}
 
 
 @pytest.mark.parametrize("dim", [1, 21, REFERENCE_PARAMETERS])
@@ -20,12 +21,18 @@ def test_models_up_to_the_reference_size_keep_the_settings(dim: int) -> None:
     assert scaled_to_dimension(settings, dim) is settings
 
 
-@pytest.mark.parametrize(("dim", "triggers", "steps"),
-                         [(45, 8, 20), (81, 11, 27), (161, 15, 38), (200, 17, 43)])
-def test_larger_models_scale_the_defaults(dim: int, triggers: int, steps: int) -> None:
+@pytest.mark.parametrize(("dim", "triggers", "steps", "exact_rows"),
+                         [(45, 8, 20, 511), (81, 11, 27, 920), (161, 15, 38, 1830),
+                          (200, 17, 43, 2000)])
+def test_larger_models_scale_the_defaults(
+    dim: int, triggers: int, steps: int, exact_rows: int
+) -> None:
     scaled = scaled_to_dimension(SGAISSettings.parse({}), dim)
     root = math.sqrt(dim / REFERENCE_PARAMETERS)
     assert (triggers, steps) == (round(8 * root), round(20 * root))
+    # D / 44 times 500 rows, but never past the setting's bound (2,000 at D = 200: 2,273)
+    assert exact_rows == min(round(500 * dim / REFERENCE_PARAMETERS), 2000)
+    assert scaled.full_batch_rows == exact_rows
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps) == (
         triggers, triggers, steps)
     assert scaled.lr == pytest.approx(0.025 * REFERENCE_PARAMETERS / dim, rel=1e-15)
@@ -35,15 +42,17 @@ def test_larger_models_scale_the_defaults(dim: int, triggers: int, steps: int) -
 
 
 def test_a_setting_the_user_gave_is_kept() -> None:
-    scaled = scaled_to_dimension(SGAISSettings.parse({"careful_steps": 8, "lr": 0.05}), 161)
-    assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr) == (
-        8, 15, 38, 0.05)
+    scaled = scaled_to_dimension(
+        SGAISSettings.parse({"careful_steps": 8, "lr": 0.05, "full_batch_rows": 300}), 161)
+    assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr,
+            scaled.full_batch_rows) == (8, 15, 38, 0.05, 300)
     # the old name sets both triggers (extension_settings.renamed): both kept
     both = scaled_to_dimension(SGAISSettings.parse({"surprise_steps": 9}), 161)
     assert (both.careful_steps, both.surprise_steps) == (9, 9)
 
 
 def test_minibatch_mh_scales_its_surprise_trigger_only() -> None:
+    # its exact phase too stays at 500 rows: the longer one is for the SGHMC moves that follow
     scaled = scaled_to_dimension(MinibatchMHSettings.parse({}), 161)
     assert scaled.surprise_steps == 15
     assert scaled.model_dump(exclude={"surprise_steps"}) == MinibatchMHSettings.parse(
