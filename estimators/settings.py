@@ -125,7 +125,8 @@ class HMCSettings(Settings):
         8,
         ge=1,
         le=64,
-        description="exact HMC transitions (fresh momentum each) per annealing step",
+        description="exact HMC transitions (fresh momentum each) per annealing step; left "
+        "unset, × √(D / 44) for SGHMC methods with a model of D > 44 parameters",
     )
 
     @property

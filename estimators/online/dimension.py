@@ -15,6 +15,17 @@ user did not set are scaled, and at or below it the settings are used as they ar
   invariant law of a discretised (SG)HMC differs from the target by O(η) in each whitened
   direction, O(η·D) summed over them: η·D is held. A move travels about steps·√η posterior
   spreads per direction: that is held too.
+- for SGHMC moves, the rows of the exact phase (``full_batch_rows``) by D / 44, up to the
+  setting's bound (2,000 rows), and its HMC transitions per annealing step (``hmc_moves``) by
+  √(D / 44). The ladder of a piece of r rows after n grows as √(D·r/n·(1 + D/n)): the score's
+  spread over the posterior, widened by the error D/n of the posterior mean in the residuals.
+  Right after an exact phase of 500 rows, pieces of n/4 rows at D = 161 took 16–20 steps and
+  turned careful (4× the particles, 60-step moves: 70 CPU s per 500 rows, against about 1 s for
+  exact HMC moves there). Holding D/n at the switch keeps those pieces as short as at 44
+  parameters. Each HMC transition travels a fixed distance in posterior spreads, and the
+  distance a step must cover grows as the ladder's steps do: with 8 transitions the longer
+  exact phase read softmax regression's log Z (105 parameters) 2.5 nats low on average, with
+  12 1.0 nats (docs/design/moves.md, "Many parameters").
 """
 
 from __future__ import annotations
@@ -31,14 +42,15 @@ from modelcompare.estimators.settings import Settings
 REFERENCE_PARAMETERS = 44
 TRIGGERS = ("careful_steps", "surprise_steps")  # × √(D / 44)
 SGHMC_STEPS, SGHMC_RATE = ("steps",), ("lr",)  # × √(D / 44), × 44 / D: SGHMC moves only
-EXACT_PHASE = ("full_batch_rows",)  # × D / 44 up to the field's bound: SGHMC moves only
+# × D / 44 up to the field's bound, and × √(D / 44): for SGHMC moves only
+EXACT_PHASE, EXACT_MOVES = ("full_batch_rows",), ("hmc_moves",)
 
 S = TypeVar("S", bound=SurpriseSettings)
 
 
 def scaled_to_dimension(settings: S, param_dim: int) -> S:
-    """``settings`` with the triggers, and for SGHMC moves their steps, rate and exact phase,
-    that it left at their defaults scaled to ``param_dim`` parameters."""
+    """``settings`` with the triggers, and for SGHMC moves their steps and rate and the exact
+    phase's rows and moves, that it left at their defaults scaled to ``param_dim`` parameters."""
     if param_dim <= REFERENCE_PARAMETERS:
         return settings
     ratio = param_dim / REFERENCE_PARAMETERS
@@ -48,7 +60,7 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
                 if name in type(settings).model_fields and name not in settings.model_fields_set]
 
     moves = isinstance(settings, SGHMCSettings)
-    root_scaled = unset(TRIGGERS + SGHMC_STEPS if moves else TRIGGERS)
+    root_scaled = unset(TRIGGERS + SGHMC_STEPS + EXACT_MOVES if moves else TRIGGERS)
     inverse_scaled = unset(SGHMC_RATE) if moves else []
     linear_scaled = unset(EXACT_PHASE) if moves else []
     update: dict[str, float] = {

@@ -37,7 +37,7 @@ class ExactPhaseSettings(HMCSettings):
         ge=0,
         le=2000,
         description="exact, Metropolis-corrected HMC moves on the full past while n ≤ this; "
-        "left unset, × D / 44 (at most 2000) for SGHMC moves of a model of D > 44 parameters",
+        "left unset, × D / 44 (at most 2000) for SGHMC methods with a model of D > 44 parameters",
     )
     gradient_dtype: Advanced[Literal["float32", "float64"]] = Field(
         "float32",

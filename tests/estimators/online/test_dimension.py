@@ -1,7 +1,7 @@
 """Past 44 parameters the settings a user left at their defaults scale with D: the careful and
 surprise step-count triggers and the SGHMC steps per move as √(D / 44), the SGHMC learning rate
-as 44 / D, the exact phase's rows as D / 44 up to 2,000; below that, and wherever the user set
-them, they are the settings' own."""
+as 44 / D, the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44);
+below that, and wherever the user set them, they are the settings' own."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS, scaled_to_dimension
 from modelcompare.estimators.online.settings import MinibatchMHSettings, SGAISSettings
 
-SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows"}
+SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows", "hmc_moves"}
 
 
 @pytest.mark.parametrize("dim", [1, 21, REFERENCE_PARAMETERS])
@@ -33,6 +33,7 @@ def test_larger_models_scale_the_defaults(
     # D / 44 times 500 rows, but never past the setting's bound (2,000 at D = 200: 2,273)
     assert exact_rows == min(round(500 * dim / REFERENCE_PARAMETERS), 2000)
     assert scaled.full_batch_rows == exact_rows
+    assert scaled.hmc_moves == round(8 * root)
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps) == (
         triggers, triggers, steps)
     assert scaled.lr == pytest.approx(0.025 * REFERENCE_PARAMETERS / dim, rel=1e-15)
@@ -45,7 +46,7 @@ def test_a_setting_the_user_gave_is_kept() -> None:
     scaled = scaled_to_dimension(
         SGAISSettings.parse({"careful_steps": 8, "lr": 0.05, "full_batch_rows": 300}), 161)
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr,
-            scaled.full_batch_rows) == (8, 15, 38, 0.05, 300)
+            scaled.full_batch_rows, scaled.hmc_moves) == (8, 15, 38, 0.05, 300, 15)
     # the old name sets both triggers (extension_settings.renamed): both kept
     both = scaled_to_dimension(SGAISSettings.parse({"surprise_steps": 9}), 161)
     assert (both.careful_steps, both.surprise_steps) == (9, 9)
