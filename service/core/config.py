@@ -9,6 +9,7 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from modelcompare.service.core.security import KeyScope
+from modelcompare.service.events import EVENTS_KEPT
 from modelcompare.service.limits import Limits
 from modelcompare.service.store.connection import BLOCK_MAX, SOCKET_TIMEOUT
 
@@ -90,6 +91,11 @@ class Settings(BaseSettings):
     max_x_dim: int = Field(default=10_000, ge=1)  # numbers per row; columns read are below it
     max_query_rows: int = Field(default=10_000, ge=1)  # rows of x per predict or expectation
     max_query_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)  # their body (413)
+    # Decision rules (docs/guide/decisions.md): rules per comparison, rows of a rule's window,
+    # and events kept per comparison (the oldest go first).
+    max_rules: int = Field(default=20, ge=1, le=1000)
+    max_rule_window_rows: int = Field(default=10_000_000, ge=1, le=10**9)
+    events_kept: int = Field(default=EVENTS_KEPT, ge=1, le=1_000_000)
     # CPU seconds one chunk's update may take, counted on the worker thread that runs it, so a
     # busy host does not use the budget up (checked between annealing and move steps); past it
     # the update fails like a poison chunk (attempts, then dead letter).
@@ -139,7 +145,7 @@ class Settings(BaseSettings):
     @property
     def limits(self) -> Limits:
         return Limits(self.max_models, self.max_comparison_parameters, self.max_state_bytes,
-                      self.max_x_dim)
+                      self.max_x_dim, self.max_rules, self.max_rule_window_rows)
 
     @property
     def runs_worker_inline(self) -> bool:
