@@ -82,10 +82,11 @@ class When(Condition):
 
     @model_validator(mode="after")
     def _exactly_one(self) -> When:
-        given = [name for name in type(self).model_fields if getattr(self, name) is not None]
+        names = list(type(self).model_fields)
+        given = [name for name in names if getattr(self, name) is not None]
         if len(given) != 1:
-            raise ValueError(f"give exactly one condition of {', '.join(self.model_fields)}; "
-                             f"got {len(given)}")
+            raise ValueError(f"give exactly one condition of {', '.join(names)}; got "
+                             f"{len(given)}")
         return self
 
     @property
@@ -95,6 +96,10 @@ class When(Condition):
     @property
     def test(self) -> Condition:
         return getattr(self, self.kind)
+
+    def public(self) -> dict[str, Any]:
+        """As given: its one key, without the unset threshold."""
+        return self.model_dump(mode="json", exclude_none=True)
 
     def models(self) -> list[str]:
         """The models the condition names."""
@@ -132,6 +137,10 @@ class RuleSpec(BaseModel):
     for_chunks: int
     stderrs: float
     created_at: float
+
+    def public(self) -> dict[str, Any]:
+        """The public view's fields (service/api/rule_responses.py ``RuleOut``)."""
+        return {**self.model_dump(mode="json"), "when": self.when.public()}
 
 
 def unknown_models(rule: RuleIn | RuleSpec, models: list[str]) -> list[str]:
