@@ -9,7 +9,7 @@ its only codec; the public view is service/api/responses.py ``EventOut``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -36,6 +36,10 @@ class EventRecord(BaseModel):
     for_chunks: int
     stderrs: float
     figures: dict[str, Figure]
+
+    def public(self) -> dict[str, Any]:
+        """The public view's fields (service/api/rule_responses.py ``EventOut``)."""
+        return {**self.model_dump(mode="json"), "when": self.when.public()}
 
 
 def event_id(comparison: str, sequence: int, rule: str) -> str:

@@ -121,6 +121,5 @@ async def list_events(
     """Events of the decision rules, oldest first, a page at a time: follow ``next_after``
     until it is null. The newest MODELCOMPARE_EVENTS_KEPT are kept."""
     events = await rules.events(cid, after, limit)
-    return {"events": [{**e.model_dump(mode="json"), "when": e.when.public()}
-                       for e in events],
+    return {"events": [e.public() for e in events],
             "next_after": events[-1].sequence if len(events) >= limit else None}
