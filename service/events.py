@@ -15,8 +15,6 @@ from pydantic import BaseModel, ConfigDict
 
 from modelcompare.service.rules import When
 
-EVENTS_KEPT = 1000  # per comparison, the oldest dropped first (MODELCOMPARE_EVENTS_KEPT)
-
 Figure = float | int | str | None
 
 

@@ -9,7 +9,6 @@ from pydantic import AliasChoices, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from modelcompare.service.core.security import KeyScope
-from modelcompare.service.events import EVENTS_KEPT
 from modelcompare.service.limits import Limits
 from modelcompare.service.store.connection import BLOCK_MAX, SOCKET_TIMEOUT
 
@@ -18,6 +17,7 @@ from modelcompare.service.store.connection import BLOCK_MAX, SOCKET_TIMEOUT
 # block), and any other body, parsed by json into Python objects.
 CHUNK_BODY_COST = 6
 JSON_BODY_COST = 30
+EVENTS_KEPT = 1000  # decision events kept per comparison (service/events.py)
 
 
 class Settings(BaseSettings):

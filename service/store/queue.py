@@ -12,7 +12,8 @@ from typing import Any, NamedTuple
 
 import redis
 
-from modelcompare.service.events import EVENTS_KEPT, EventRecord
+from modelcompare.service.core.config import EVENTS_KEPT
+from modelcompare.service.events import EventRecord
 from modelcompare.service.events import encode as encode_event
 from modelcompare.service.migration import progress_from_body
 from modelcompare.service.progress import ComparisonProgress, current, encode
