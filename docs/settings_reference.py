@@ -277,6 +277,13 @@ SERVICE_GROUPS: tuple[tuple[str, str, dict[str, str]], ...] = (
         "diverged_warning_fraction": "fraction of an update's SGHMC trajectories undone as "
                                      "diverged past which a model is marked unreliable for good",
     }),
+    ("Decisions", "[Decisions](../guide/decisions.md) explains each.", {
+        "max_rules": "decision rules per comparison",
+        "max_rule_window_rows": "rows of a windowed Bayes-factor rule",
+        "events_kept": "decision events kept per comparison; past it the oldest go",
+        "metrics_max_comparisons": "comparisons whose per-model and per-rule figures `/metrics` "
+                                   "exports, the newest (0: none)",
+    }),
     ("Failed updates", "[Reliability](../guide/reliability.md#poison-chunks) explains each.", {
         "poison_max_attempts": "attempts at a chunk whose update fails before it is "
                                "dead-lettered",

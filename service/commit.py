@@ -1,11 +1,12 @@
 """The commit of one worker step: the progress record it reached, projected to the public body,
-with the chunk's trace point and what the logs and metrics report (models newly marked
-unreliable or failed)."""
+with the chunk's trace point, the events of its decision rules and what the logs and metrics
+report (models newly marked unreliable or failed)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from modelcompare.service.events import EventRecord
 from modelcompare.service.evidence import evidence_body, trace_point
 from modelcompare.service.progress import ComparisonProgress
 from modelcompare.service.reducers import after_skip, next_version
@@ -15,9 +16,11 @@ from modelcompare.service.store.queue import Commit, DeadLetter, Entry, Snapshot
 
 def commit_of(snap: Snapshot, progress: ComparisonProgress, states: dict[str, bytes],
               entry: Entry | None = None, block: bytes = b"",
-              dead_letter: DeadLetter | None = None) -> Commit:
+              dead_letter: DeadLetter | None = None,
+              events: tuple[EventRecord, ...] = ()) -> Commit:
     """The commit from ``snap`` to ``progress`` (one version on), with the models' new
-    ``states``; with ``entry``, the chunk it applies as ``block`` and its trace point."""
+    ``states``; with ``entry``, the chunk it applies as ``block`` and its trace point, and the
+    ``events`` of the decision rules evaluated on it."""
     after = next_version(progress)
     before = snap.progress.models
     return Commit(
@@ -34,6 +37,7 @@ def commit_of(snap: Snapshot, progress: ComparisonProgress, states: dict[str, by
                            if not m.reliability.reliable and before[name].reliability.reliable},
         failed_models={name: m.failed for name, m in after.models.items()
                        if m.failed and not before[name].failed},
+        events=events,
     )
 
 

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from modelcompare.service.rules import RuleIn, RuleSpec
     from modelcompare.service.schemas import ComparisonSpec
 
 # Service limits, checked before any state is allocated: a request must not be able to make the
@@ -63,6 +66,8 @@ class Limits:
     max_comparison_parameters: int
     max_state_bytes: int
     max_x_dim: int
+    max_rules: int
+    max_rule_window_rows: int
 
     def check_shape(self, models: int, x_dim: int | None, columns: list[int]) -> None:
         """The counts a request states, before any model is built."""
@@ -73,6 +78,16 @@ class Limits:
         if columns and max(columns) >= self.max_x_dim:
             raise LimitExceeded("max_x_dim", max(columns) + 1, self.max_x_dim,
                                 f"column {max(columns)} needs x_dim")
+
+    def check_rules(self, rules: Sequence[RuleIn | RuleSpec]) -> None:
+        """The decision rules of one comparison: how many, and the rows of their windows."""
+        if len(rules) > self.max_rules:
+            raise LimitExceeded("max_rules", len(rules), self.max_rules, "rules")
+        for rule in rules:
+            window = rule.when.window_log_bayes_factor
+            if window is not None and window.rows > self.max_rule_window_rows:
+                raise LimitExceeded("max_rule_window_rows", window.rows,
+                                    self.max_rule_window_rows, f"rule {rule.name!r}: rows")
 
     def check(self, spec: ComparisonSpec) -> None:
         """Every model of ``spec`` valid, and their parameters and state bytes within bounds."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from modelcompare.service.comparison_metrics import ComparisonFigures
 from modelcompare.service.store.queue import Commit
 
 
@@ -61,6 +62,9 @@ class Metrics:
             ["comparison"],
             registry=self.registry,
         )
+        # per comparison and model: evidence, probabilities, rules (service/comparison_metrics.py)
+        self.comparisons = ComparisonFigures()
+        self.registry.register(self.comparisons)
 
     def observe(self, commit: Commit, seconds: float) -> None:
         """A worker's commit: its time, whether it applied or dead-lettered a chunk, and the

@@ -5,18 +5,15 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, create_model, model_validator
+from pydantic import BaseModel, BeforeValidator, Field, create_model, model_validator
 
 from modelcompare.models import FAMILIES, Model, build_model, families
 from modelcompare.models.config import FamilyConfig, integral
 from modelcompare.service.formula import MAX_FORMULA_CHARS, CompiledFormula, compile_formula
 from modelcompare.service.limits import check_size
+from modelcompare.service.names import NAME_MAX_CHARS, NAME_PATTERN, STRICT_JSON
 from modelcompare.service.records import ModelSpec
 
-# at least one character that is not a dot: "." and ".." are path segments a URL resolves away
-# (DELETE …/models/.. would reach …/{id}, the comparison itself)
-NAME_PATTERN = r"^[A-Za-z0-9_.\-]*[A-Za-z0-9_\-][A-Za-z0-9_.\-]*$"
-STRICT_JSON = ConfigDict(extra="forbid", strict=True)
 NonNegative = Annotated[int, Field(ge=0), BeforeValidator(integral)]
 
 
@@ -25,7 +22,7 @@ class BaseModelIn(BaseModel):
     of ``modelcompare.models.FAMILIES``, below)."""
 
     model_config = STRICT_JSON
-    name: str = Field(pattern=NAME_PATTERN, max_length=64,
+    name: str = Field(pattern=NAME_PATTERN, max_length=NAME_MAX_CHARS,
                       description="unique within the comparison; letters, digits, _ . - (not "
                       "dots alone)")
     family: str

@@ -87,10 +87,23 @@ class LastError(Record):
     message: str
 
 
+class RuleState(Record):
+    """Where a decision rule stands (service/decisions.py): firing or not, the consecutive
+    chunks its condition has held (or, for best_changed, another model has led), the best model
+    it last saw (best_changed only) and the checkpoints (rows, log BF, Var log BF) its window
+    is read from (window rules only)."""
+
+    firing: bool = False
+    streak: int = 0
+    best: str | None = None
+    checkpoints: tuple[Checkpoint, ...] = ()
+
+
 class ComparisonProgress(Record):
     """A comparison at ``version`` (the meta's): chunks applied and rows they held, the last
     chunk given up on, the chunks skipped and why the status is degraded, the chunk processing
-    is halted on, the estimator time of the step that made this version, and every model."""
+    is halted on, the estimator time of the step that made this version, every model, and the
+    state of each decision rule of the spec (a rule without one has not been evaluated)."""
 
     version: int
     sequence: int
@@ -101,6 +114,7 @@ class ComparisonProgress(Record):
     halted_at: int | None = None
     compute_seconds: float | None = None
     models: dict[str, ModelProgress]
+    rules: dict[str, RuleState] = {}
 
     @property
     def joined(self) -> list[str]:

@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from modelcompare.estimators import EstimatorConfigError, build
 from modelcompare.models import FamilyUnavailable, Model, build_model, families
 from modelcompare.service.limits import check_size, state_bytes
+from modelcompare.service.rules import RuleSpec
 
 # Larger magnitudes overflow float64 in the likelihoods (squares, x·θ summed over rows) and
 # would turn a model's evidence into -inf: refused at the door instead of dead-lettered.
@@ -64,7 +65,8 @@ class ComparisonSpec(BaseModel):
     (``design``, x_dim of them) from the input columns ``variables`` and ``target_column`` of
     a chunk; ``design_formulas`` are the formulas it was created with, which make the design
     even after their models are removed (``modelcompare.service.formula.design_rows``). All
-    four are None for a matrix comparison (models by index ``columns``)."""
+    four are None for a matrix comparison (models by index ``columns``). ``rules``: its
+    decision rules (service/rules.py)."""
 
     id: str
     name: str
@@ -78,6 +80,7 @@ class ComparisonSpec(BaseModel):
     target_column: str | None = None
     design: list[str] | None = None
     design_formulas: list[str] | None = None
+    rules: list[RuleSpec] = []
 
     def model(self, name: str) -> ModelSpec:
         return next(m for m in self.models if m.name == name)

@@ -3,8 +3,9 @@
 A worker step is ``settled`` (catch-up only), ``after_chunk`` (a chunk applied to the models
 that take it) or ``after_skip`` (a chunk given up on, committed empty); models leave by
 ``marked_failed`` and replay the history by ``after_reading`` per block (service/catch_up.py).
-``halted`` and ``resumed`` follow a dead-lettered chunk; ``started``, ``with_model`` and
-``without_model`` are the API's (create, add and remove a model). The version is the writer's:
+``halted`` and ``resumed`` follow a dead-lettered chunk; ``started``, ``with_model``,
+``without_model`` and ``without_rule_state`` are the API's (create, add and remove a model or a
+decision rule). The version is the writer's:
 ``next_version`` at the commit.
 """
 
@@ -127,6 +128,12 @@ def without_model(progress: ComparisonProgress, name: str) -> ComparisonProgress
     """A model removed (no estimator time in the version that removes it)."""
     models = {n: m for n, m in progress.models.items() if n != name}
     return progress.model_copy(update={"models": models, "compute_seconds": None})
+
+
+def without_rule_state(progress: ComparisonProgress, name: str) -> ComparisonProgress:
+    """A rule added or removed: it starts (again) from no state."""
+    rules = {n: state for n, state in progress.rules.items() if n != name}
+    return progress.model_copy(update={"rules": rules, "compute_seconds": None})
 
 
 def next_version(progress: ComparisonProgress) -> ComparisonProgress:

@@ -38,6 +38,7 @@ from modelcompare.service.model_request import (
     NonNegative,
 )
 from modelcompare.service.records import MAX_ABS_VALUE, ComparisonSpec, ModelSpec
+from modelcompare.service.rules import RuleIn, unknown_models
 
 # Defined beside the model request and the stored records, imported from here as before
 __all__ = ["MAX_ABS_VALUE", "NAME_PATTERN", "STRICT_JSON", "BaseModelIn", "ComparisonSpec",
@@ -148,6 +149,9 @@ class ComparisonIn(BaseModel):
     x_dim: NonNegative | None = Field(
         default=None,
         description="numbers per row of x; default: up to the last column a model reads")
+    rules: list[RuleIn] = Field(
+        default_factory=list, description="decision rules (docs/guide/decisions.md), names "
+        "unique; at most MODELCOMPARE_MAX_RULES")
 
     @field_validator("estimator", mode="before")
     @classmethod
@@ -168,6 +172,18 @@ class ComparisonIn(BaseModel):
         names = [m.name for m in self.models]
         if len(set(names)) != len(names):
             raise ValueError(f"model names must be unique, got {names}")
+        return self
+
+    @model_validator(mode="after")
+    def _rules_name_models(self) -> ComparisonIn:
+        names = [r.name for r in self.rules]
+        if len(set(names)) != len(names):
+            raise ValueError(f"rule names must be unique, got {names}")
+        models = [m.name for m in self.models]
+        for rule in self.rules:
+            if unknown := unknown_models(rule, models):
+                raise ValueError(f"rule {rule.name!r} names models the comparison lacks: "
+                                 f"{', '.join(unknown)}")
         return self
 
     @model_validator(mode="after")
@@ -208,6 +224,7 @@ def comparison_spec(
     limits.check_shape(len(request.models),
                        request.x_dim if design is None else len(design.columns),
                        [c for m in request.models for c in m.columns or []])
+    limits.check_rules(request.rules)
     weights = prior_weights(request.models, [])
     models = [m.spec(w, design and design.columns)
               for m, w in zip(request.models, weights, strict=True)]
@@ -228,6 +245,7 @@ def comparison_spec(
         target_column=design and design.target,
         design=design and design.columns,
         design_formulas=design and design.formulas,
+        rules=[rule.spec(created_at) for rule in request.rules],
     )
     limits.check(spec)
     return spec

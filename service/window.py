@@ -34,17 +34,30 @@ def advance(model: ModelProgress, window_rows: int) -> ModelProgress:
         # the earlier checkpoints belong to the estimate it replaced, so the window starts here
         return model.model_copy(update={"checkpoints": ((n, log_z, stderr * stderr),),
                                         "window": None})
-    points: list[Checkpoint] = list(model.checkpoints or ((0, 0.0, 0.0),))
-    if n > points[-1][0]:
-        points.append((n, log_z, stderr * stderr))
-    oldest = max((i for i, p in enumerate(points) if p[0] <= n - window_rows), default=0)
-    points = points[oldest:]
-    while len(points) > MAX_CHECKPOINTS:
-        points = [points[0], *points[1:-1:2], points[-1]]
+    points = slide(model.checkpoints, (n, log_z, stderr * stderr), window_rows)
+    return model.model_copy(update={"checkpoints": points, "window": span(points)})
+
+
+def slide(points: tuple[Checkpoint, ...], point: Checkpoint,
+          window_rows: int) -> tuple[Checkpoint, ...]:
+    """``points`` (from (0, 0, 0) when empty) with ``point`` appended when it is past the last,
+    starting at the last one at least ``window_rows`` rows before it, thinned to
+    ``MAX_CHECKPOINTS``."""
+    kept: list[Checkpoint] = list(points or ((0, 0.0, 0.0),))
+    if point[0] > kept[-1][0]:
+        kept.append(point)
+    oldest = max((i for i, p in enumerate(kept) if p[0] <= point[0] - window_rows), default=0)
+    kept = kept[oldest:]
+    while len(kept) > MAX_CHECKPOINTS:
+        kept = [kept[0], *kept[1:-1:2], kept[-1]]
+    return tuple(kept)
+
+
+def span(points: tuple[Checkpoint, ...]) -> Window:
+    """The window from the first checkpoint to the last: differences of value and variance."""
     start, end = points[0], points[-1]
-    window = Window(rows=end[0] - start[0], log_evidence=end[1] - start[1],
-                    log_evidence_stderr=math.sqrt(max(end[2] - start[2], 0.0)))
-    return model.model_copy(update={"checkpoints": tuple(points), "window": window})
+    return Window(rows=end[0] - start[0], log_evidence=end[1] - start[1],
+                  log_evidence_stderr=math.sqrt(max(end[2] - start[2], 0.0)))
 
 
 def bayes_factors(windows: dict[str, Window | None],

@@ -4,8 +4,9 @@ One ``Worker`` is one lane of a worker process (lanes.py, worker_process.py). It
 comparisons round-robin (scheduling.py) under a short lease each (lease.py: one lane applies a
 comparison's chunks, in order), claims entries a dead worker left pending (XAUTOCLAIM),
 computes every model's new state and the comparison's progress record (progress.py; the public
-evidence body is its projection, evidence.py) and commits them with one compare-and-set script
-on the comparison's version: a stale or redelivered write is a no-op. A chunk whose update fails is
+evidence body is its projection, evidence.py), evaluates the decision rules on it (decisions.py)
+and commits them, with the rules' events, in one compare-and-set script on the comparison's
+version: a stale or redelivered write is a no-op. A chunk whose update fails is
 retried, then its failing models leave or it is dead-lettered (poison.py); either way the
 comparison reports itself degraded, never silently. A comparison with a model this process
 cannot build (its family's plugin missing here) is left alone for a worker that can
@@ -26,6 +27,7 @@ from modelcompare.service.catch_up import catch_up_all
 from modelcompare.service.chunk_update import update_models
 from modelcompare.service.commit import commit_of, skip_commit
 from modelcompare.service.core.config import Settings
+from modelcompare.service.decisions import decide
 from modelcompare.service.engine import runners_of
 from modelcompare.service.housekeeping import Housekeeping
 from modelcompare.service.lanes import Lane
@@ -61,7 +63,7 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.lane = lane or Lane()
-        self.queue = Queue(client, settings.key_prefix, consumer)
+        self.queue = Queue(client, settings.key_prefix, consumer, settings.events_kept)
         self.work = WorkFinder(client, settings.key_prefix, settings.work_sweep_interval)
         self.cache = HistoryCache(client, settings.key_prefix, settings.history_cache,
                                   settings.history_cache_bytes)
@@ -261,7 +263,9 @@ class Worker:
                                 self.lane.cutoff)
         progress = after_chunk(progress, updated.readings, entry.sequence, updated.rows,
                                updated.seconds, self.settings)
-        return commit_of(snap, progress, {**states, **updated.states}, entry, entry.block)
+        progress, events = decide(snap.spec, progress, time.time())
+        return commit_of(snap, progress, {**states, **updated.states}, entry, entry.block,
+                         events=tuple(events))
 
     def _advance(self, cid: str, snap: Snapshot, commit: Commit) -> Snapshot:
         if commit.entry_id:

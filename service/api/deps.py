@@ -1,6 +1,6 @@
 """Request dependencies (``Annotated`` aliases): settings, the store's doors (comparisons, dead
-letters, readiness), broadcaster, metrics, access; and ``authorize``, which main.py puts on
-every router."""
+letters, rules and events, readiness), broadcaster, metrics, access; and ``authorize``, which
+main.py puts on every router."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from modelcompare.service.metrics import Metrics
 from modelcompare.service.store.comparisons import Comparisons, NotFound
 from modelcompare.service.store.dead_letters import DeadLetters
 from modelcompare.service.store.health import Readiness
+from modelcompare.service.store.rules import Rules
 
 
 def get_settings(connection: HTTPConnection) -> Settings:
@@ -31,6 +32,10 @@ def get_store(connection: HTTPConnection) -> Comparisons:
 
 def get_dead_letters(connection: HTTPConnection) -> DeadLetters:
     return connection.app.state.dead_letters
+
+
+def get_rules(connection: HTTPConnection) -> Rules:
+    return connection.app.state.rules
 
 
 def get_readiness(connection: HTTPConnection) -> Readiness:
@@ -59,6 +64,7 @@ def get_access(connection: HTTPConnection) -> KeyScope:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Comparisons, Depends(get_store)]
 DeadLettersDep = Annotated[DeadLetters, Depends(get_dead_letters)]
+RulesDep = Annotated[Rules, Depends(get_rules)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
 BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

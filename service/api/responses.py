@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
-
-class Body(BaseModel):
-    model_config = ConfigDict(extra="allow")
+from modelcompare.service.api.body import Body
+from modelcompare.service.api.rule_responses import RuleOut
 
 
 class Target(Body):
@@ -74,6 +73,8 @@ class ComparisonOut(Body):
     ingested: int = Field(description="chunks accepted")
     status: Literal["ok", "degraded", "waiting"] = Field(description=STATUS)
     status_reason: str | None
+    rules: list[RuleOut] = Field(
+        default_factory=list, description="the decision rules; where each stands: GET …/rules")
 
 
 class FamilyOut(Body):

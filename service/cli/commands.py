@@ -1,14 +1,12 @@
-"""``modelcompare create | add-model | remove-model | list | delete | predict | watch``: client
-commands that print."""
+"""``modelcompare create | add-model | remove-model | list | delete | predict``: client commands
+that print (``watch``: service/cli/watch.py)."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import csv
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -16,8 +14,8 @@ import numpy as np
 from modelcompare.service.cli.errors import CliError
 from modelcompare.service.cli.files import existing, read_data
 from modelcompare.service.cli.parser import LIST_PAGE
-from modelcompare.service.cli.tables import comparison_lines, evidence_table, formulas
-from modelcompare.service.client import PREDICTION_FIELDS, AsyncClient, Client
+from modelcompare.service.cli.tables import comparison_lines
+from modelcompare.service.client import PREDICTION_FIELDS, Client
 
 
 def create(args: argparse.Namespace) -> None:
@@ -170,30 +168,3 @@ def _file_rows(api: Client, args: argparse.Namespace) -> Any:
     if len(rows) == 0:
         raise CliError(f"{args.file} has no data rows (only a header)")
     return rows
-
-
-def watch(args: argparse.Namespace) -> None:
-    """A live table fed by the websocket (in a terminal; elsewhere one table per message);
-    ``--count N`` stops after N messages."""
-    from rich.console import Console
-    from rich.live import Live
-
-    console = Console()
-
-    async def run(show: Callable[[Any], None]) -> None:
-        async with AsyncClient(args.url, args.api_key) as api:
-            shown = formulas(await api.get_comparison(args.comparison))
-            seen = 0
-            async for message in api.updates(args.comparison):
-                if message["type"] == "deleted":
-                    raise CliError(f"comparison {args.comparison} was deleted")
-                show(evidence_table(message["evidence"], shown))
-                seen += 1
-                if seen == args.count:
-                    return
-
-    if not console.is_terminal:
-        asyncio.run(run(console.print))
-        return
-    with Live(console=console, auto_refresh=False) as live:
-        asyncio.run(run(lambda table: live.update(table, refresh=True)))

@@ -174,12 +174,16 @@ def _client_commands(commands_: Any) -> None:
                         help="return once sent, without waiting for the worker")
     ingest.set_defaults(run="ingest:ingest")
     watch = commands_.add_parser("watch", parents=[connection],
-                                 help="a live table of a comparison's evidence")
+                                 help="a live table of a comparison's evidence and its "
+                                 "decision events")
     watch.add_argument("comparison", help="the comparison's id")
     watch.add_argument("--count", type=int, default=0,
                        help="stop after this many updates, the first being the snapshot "
                        "(default 0: until Ctrl-C)")
-    watch.set_defaults(run="commands:watch")
+    watch.add_argument("--until", metavar="RULE", default=None,
+                       help="exit 0 once the decision rule RULE fires (at once when it is "
+                       "firing); --count is then ignored")
+    watch.set_defaults(run="watch:watch")
     listing = commands_.add_parser("list", parents=[connection],
                                    help="the comparisons, newest first")
     listing.add_argument("--limit", type=_positive_int, default=None, metavar="N",

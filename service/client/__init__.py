@@ -128,8 +128,10 @@ class AsyncClient(Routes[Awaitable[Any]]):
 
     async def updates(self, cid: str) -> AsyncIterator[dict[str, Any]]:
         """Websocket messages: ``{"type": "snapshot", "evidence"}`` first, then one
-        ``{"type": "update", "evidence"}`` per applied chunk (rising versions); the iterator
-        ends after ``{"type": "deleted"}``. An unknown id raises ``ModelCompareError`` (404)."""
+        ``{"type": "update", "evidence"}`` per applied chunk (rising versions), each after the
+        ``{"type": "event", "event"}`` messages of the decision rules that fired or cleared on
+        the chunks it passed; the iterator ends after ``{"type": "deleted"}``. An unknown id
+        raises ``ModelCompareError`` (404)."""
         query = "" if self.api_key is None else "?" + urlencode({"token": self.api_key})
         url = re.sub(r"^http", "ws", self.url) + _ws_path(cid) + query
         try:

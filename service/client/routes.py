@@ -146,6 +146,29 @@ class Routes(Generic[T]):
         """Un-halt a comparison: ``"retry"`` the halted chunk or ``"skip"`` it."""
         return Call(json={"action": action})
 
+    @endpoint("POST", "/v1/comparisons/{cid}/rules")
+    def add_rule(self, cid: str, rule: Mapping[str, Any]) -> Call:
+        """Add a decision rule, e.g. ``{"name": "promote", "when": {"log_bayes_factor":
+        {"model": "b", "against": "a", "above": 3.0}}, "for_chunks": 2}``
+        (docs/guide/decisions.md)."""
+        return Call(json=rule)
+
+    @endpoint("GET", "/v1/comparisons/{cid}/rules")
+    def rules(self, cid: str) -> Call:
+        """The decision rules with where each stands (``firing``, ``streak``)."""
+        return Call()
+
+    @endpoint("DELETE", "/v1/comparisons/{cid}/rules/{name}")
+    def remove_rule(self, cid: str, name: str) -> Call:
+        return Call()
+
+    @endpoint("GET", "/v1/comparisons/{cid}/events")
+    def events(self, cid: str, after: int = 0, limit: int | None = None) -> Call:
+        """Events of the decision rules after chunk ``after``, oldest first:
+        ``{"events", "next_after"}``; pass ``next_after`` as ``after`` for the next page."""
+        params = {"after": after, **({} if limit is None else {"limit": limit})}
+        return Call(params=params)
+
     @endpoint("GET", "/healthz")
     def healthz(self) -> Call:
         return Call()

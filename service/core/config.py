@@ -17,6 +17,7 @@ from modelcompare.service.store.connection import BLOCK_MAX, SOCKET_TIMEOUT
 # block), and any other body, parsed by json into Python objects.
 CHUNK_BODY_COST = 6
 JSON_BODY_COST = 30
+EVENTS_KEPT = 1000  # decision events kept per comparison (service/events.py)
 
 
 class Settings(BaseSettings):
@@ -90,6 +91,14 @@ class Settings(BaseSettings):
     max_x_dim: int = Field(default=10_000, ge=1)  # numbers per row; columns read are below it
     max_query_rows: int = Field(default=10_000, ge=1)  # rows of x per predict or expectation
     max_query_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1)  # their body (413)
+    # Decision rules (docs/guide/decisions.md): rules per comparison, rows of a rule's window,
+    # and events kept per comparison (the oldest go first).
+    max_rules: int = Field(default=20, ge=1, le=1000)
+    max_rule_window_rows: int = Field(default=10_000_000, ge=1, le=10**9)
+    events_kept: int = Field(default=EVENTS_KEPT, ge=1, le=1_000_000)
+    # /metrics exports per-model and per-rule figures of this many comparisons, the newest:
+    # each is a label value, and Prometheus slows with too many series.
+    metrics_max_comparisons: int = Field(default=100, ge=0, le=10_000)
     # CPU seconds one chunk's update may take, counted on the worker thread that runs it, so a
     # busy host does not use the budget up (checked between annealing and move steps); past it
     # the update fails like a poison chunk (attempts, then dead letter).
@@ -139,7 +148,7 @@ class Settings(BaseSettings):
     @property
     def limits(self) -> Limits:
         return Limits(self.max_models, self.max_comparison_parameters, self.max_state_bytes,
-                      self.max_x_dim)
+                      self.max_x_dim, self.max_rules, self.max_rule_window_rows)
 
     @property
     def runs_worker_inline(self) -> bool:

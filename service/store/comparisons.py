@@ -14,6 +14,7 @@ from modelcompare.service.schemas import ComparisonSpec, ModelSpec
 from modelcompare.service.store import listing, scripts
 from modelcompare.service.store.codec import decode_block
 from modelcompare.service.store.connection import AsyncClient, publish_command
+from modelcompare.service.store.exported import Exported, exported
 from modelcompare.service.store.keys import GROUP, Keys, created_key, index_key, work_channel
 from modelcompare.service.store.listing import Page
 from modelcompare.service.store.meta import META_FIELDS, Meta, meta_from_fields
@@ -299,6 +300,10 @@ class Comparisons:
         the new spec, the new evidence and the channel that evidence is published on."""
         return [meta.version, spec.model_dump_json(), json.dumps(evidence, allow_nan=False),
                 self.keys(spec.id).updates]
+
+    async def exported(self, limit: int) -> list[Exported]:
+        """What /metrics shows of the ``limit`` newest comparisons (service/store/exported.py)."""
+        return await exported(self.client, self.prefix, limit)
 
     async def queue_depths(self) -> dict[str, int]:
         ids = await self.ids()

@@ -18,7 +18,8 @@ class Keys:
     @property
     def meta(self) -> str:
         # hash: spec, models (how many were ever in the spec: created plus added), version,
-        # sequence (applied), next_seq (ingested), catching_up; while halted on a dead-lettered
+        # sequence (applied), next_seq (ingested), catching_up, events (decision events ever
+        # stored: service/events.py); while halted on a dead-lettered
         # chunk: halted (its sequence); skip (a sequence the operator let go);
         # status_reason ('' when the status is ok)
         return self._key("meta")
@@ -40,6 +41,14 @@ class Keys:
         # by the same scripts (absent for comparisons stored before it existed:
         # service/migration.py)
         return self._key("progress")
+
+    @property
+    def events(self) -> str:  # hash: event id -> the event (JSON, service/events.py)
+        return self._key("events")
+
+    @property
+    def event_order(self) -> str:  # sorted set: event ids by the sequence of their chunk
+        return self._key("eventorder")
 
     @property
     def trace(self) -> str:  # list: one JSON entry per applied chunk

@@ -12,6 +12,9 @@ from typing import Any, NamedTuple
 
 import redis
 
+from modelcompare.service.core.config import EVENTS_KEPT
+from modelcompare.service.events import EventRecord
+from modelcompare.service.events import encode as encode_event
 from modelcompare.service.migration import progress_from_body
 from modelcompare.service.progress import ComparisonProgress, current, encode
 from modelcompare.service.schemas import ComparisonSpec
@@ -84,14 +87,18 @@ class Commit:
     marked_unreliable: dict[str, str] = field(default_factory=dict)
     # models this step failed (they left the comparison: ``failed`` in the evidence), with why
     failed_models: dict[str, str] = field(default_factory=dict)
+    # the decision rules that fired or cleared on this step's chunk (service/decisions.py)
+    events: tuple[EventRecord, ...] = ()
 
 
 class Queue:
     """Redis side of a worker (synchronous client)."""
 
-    def __init__(self, client: SyncClient, prefix: str, consumer: str | None = None) -> None:
+    def __init__(self, client: SyncClient, prefix: str, consumer: str | None = None,
+                 events_kept: int = EVENTS_KEPT) -> None:
         self.client = client
         self.prefix = prefix
+        self.events_kept = events_kept
         # host and pid in the name: an operator (or benchmarks/recovery.py) can tell which
         # process holds a lease or owns a pending entry
         self.consumer = consumer or (
@@ -222,16 +229,20 @@ class Queue:
 
     def commit(self, cid: str, commit: Commit) -> int:
         """One atomic compare-and-set step: states, evidence, trace, block, ack, publish, the
-        dead letter of a chunk given up on; the waiting record goes."""
+        dead letter of a chunk given up on, the events of decision rules (at most
+        ``events_kept`` kept); the waiting record goes."""
         keys = self.keys(cid)
         pairs: list[Any] = []
         for name, data in commit.states.items():
             pairs += [name, data]
+        events: list[Any] = []
+        for event in commit.events:
+            events += [event.id, event.sequence, encode_event(event)]
         dead = commit.dead_letter
         result = self._commit(
             keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream,
                   keys.dead_letters, keys.attempts, keys.tasks, keys.tasks_done, keys.waiting,
-                  keys.progress],
+                  keys.progress, keys.events, keys.event_order],
             args=[
                 commit.version,
                 commit.sequence,
@@ -251,6 +262,9 @@ class Queue:
                 repr(time.time()),
                 self._publish,
                 encode(commit.progress),
+                self.events_kept,
+                len(events),
+                *events,
                 *pairs,
             ],
         )

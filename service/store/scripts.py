@@ -84,14 +84,17 @@ return {'accepted', seq, ARGV[3]}
 # KEYS: meta, states, evidence, trace, blocks, stream, dead letters, attempts, tasks, tasks
 # done (the model updates of the chunk, shared out: deleted with the chunk's commit), waiting
 # (a worker that could not serve the comparison said why: one that can just did, so it goes),
-# progress.
+# progress, events (hash: id -> JSON), event order (sorted set: ids by sequence).
 # ARGV: 1 expected version, 2 sequence, 3 block, 4 group, 5 stream entry id ('' for a catch-up
 # step that applies no new chunk), 6 evidence JSON, 7 trace JSON ('' for none), 8 updates
 # channel, 9 number of models still catching up, 10 status reason ('' when ok), 11 '1' to halt
 # on the entry instead of applying it, 12 dead-letter error ('' for no dead letter),
 # 13 its failed attempts, 14 its action (halted|skipped), 15 the entry's original block,
 # 16 time (s), 17 the publish command (PUBLISH, or SPUBLISH in a cluster), 18 the progress
-# record (JSON), then (model, state) pairs.
+# record (JSON), 19 events kept, 20 E: the number of event values that follow, (id, sequence,
+# JSON) per event (service/events.py), then (model, state) pairs.
+# An event id is stored once (meta field 'events' counts them), whatever commit carries it;
+# past the events kept the oldest go.
 # A halting commit records the dead letter and leaves the entry pending and the sequence as it
 # is; every other commit with an entry appends its block (empty for a skipped chunk) and acks it.
 # Returns 1 applied, 0 stale (no-op), -1 comparison gone.
@@ -119,7 +122,19 @@ if ARGV[5] ~= '' then
   redis.call('DEL', KEYS[9], KEYS[10])
 end
 if ARGV[7] ~= '' then redis.call('RPUSH', KEYS[4], ARGV[7]) end
-for i = 19, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+local events = tonumber(ARGV[20])
+for i = 21, 20 + events, 3 do
+  if redis.call('HSETNX', KEYS[13], ARGV[i], ARGV[i + 2]) == 1 then
+    redis.call('ZADD', KEYS[14], ARGV[i + 1], ARGV[i])
+    redis.call('HINCRBY', KEYS[1], 'events', 1)
+  end
+end
+local over = redis.call('ZCARD', KEYS[14]) - tonumber(ARGV[19])
+if over > 0 then
+  local oldest = redis.call('ZPOPMIN', KEYS[14], over)
+  for i = 1, #oldest, 2 do redis.call('HDEL', KEYS[13], oldest[i]) end
+end
+for i = 21 + events, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'catching_up', ARGV[9], 'status_reason', ARGV[10])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[3], ARGV[6])
@@ -259,75 +274,4 @@ for _, consumer in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
   end
 end
 return removed
-"""
-
-# Model updates of one chunk shared out among workers (service/parallel.py). The task hash
-# belongs to one sequence and one list of models; results staged for it stay valid until the
-# commit of that chunk deletes it, because each model's update is a function of the committed
-# states before the chunk and of (seed, model, sequence).
-# KEYS: tasks, tasks done, meta. ARGV: sequence, block, models ('\n'-joined),
-# work channel, comparison id. Opens the tasks (keeping results already staged for the same
-# chunk) and wakes workers; 0 when the comparison is gone (nothing is written once its meta
-# is deleted).
-OPEN_TASKS = """
-if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
-local open = redis.call('HMGET', KEYS[1], 'sequence', 'models')
-if open[1] ~= ARGV[1] or open[2] ~= ARGV[3] then
-  redis.call('DEL', KEYS[1], KEYS[2])
-  redis.call('HSET', KEYS[1], 'sequence', ARGV[1], 'block', ARGV[2], 'models', ARGV[3])
-end
-redis.call('PUBLISH', ARGV[4], ARGV[5])
-return 1
-"""
-
-# KEYS: tasks. ARGV: sequence, consumer, claim ttl ms, then models to pass over (those the
-# caller computed and keeps). The first other model of the chunk with no staged result and no
-# live claim of another worker (re-entrant, like a lease: after a Redis restart the claimant
-# takes its own claims back), now claimed by the caller; false when there is none.
-CLAIM_TASK = """
-local open = redis.call('HMGET', KEYS[1], 'sequence', 'models')
-if open[1] ~= ARGV[1] then return false end
-local kept = {}
-for i = 4, #ARGV do kept[ARGV[i]] = true end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-for name in string.gmatch(open[2], '[^\\n]+') do
-  local claim = redis.call('HGET', KEYS[1], 'claim:' .. name)
-  local free = not claim or tonumber(string.match(claim, '|(%d+)$')) < now
-    or string.sub(claim, 1, #ARGV[2] + 1) == ARGV[2] .. '|'
-  if free and not kept[name] and redis.call('HEXISTS', KEYS[1], 'summary:' .. name) == 0
-      and redis.call('HEXISTS', KEYS[1], 'error:' .. name) == 0 then
-    redis.call('HSET', KEYS[1], 'claim:' .. name, ARGV[2] .. '|' .. (now + tonumber(ARGV[3])))
-    return name
-  end
-end
-return false
-"""
-
-# KEYS: tasks. ARGV: sequence, model, consumer, claim ttl ms. Extends the caller's claim.
-RENEW_TASK = """
-if redis.call('HGET', KEYS[1], 'sequence') ~= ARGV[1] then return 0 end
-local claim = redis.call('HGET', KEYS[1], 'claim:' .. ARGV[2])
-if not claim or string.sub(claim, 1, #ARGV[3] + 1) ~= ARGV[3] .. '|' then return 0 end
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-redis.call('HSET', KEYS[1], 'claim:' .. ARGV[2], ARGV[3] .. '|' .. (now + tonumber(ARGV[4])))
-return 1
-"""
-
-# KEYS: tasks, tasks done, meta. ARGV: sequence, model, state, summary JSON, error ('' for
-# none), over budget ('1' when that error is the compute budget running out, else '0'). Stages
-# one model's result for the chunk (a no-op once the chunk is committed or reopened, or the
-# comparison deleted).
-STAGE_TASK = """
-if redis.call('EXISTS', KEYS[3]) == 0 then return 0 end
-if redis.call('HGET', KEYS[1], 'sequence') ~= ARGV[1] then return 0 end
-if ARGV[5] ~= '' then
-  redis.call('HSET', KEYS[1], 'error:' .. ARGV[2], ARGV[5], 'over_budget:' .. ARGV[2], ARGV[6])
-else
-  redis.call('HSET', KEYS[1], 'state:' .. ARGV[2], ARGV[3], 'summary:' .. ARGV[2], ARGV[4])
-end
-redis.call('HDEL', KEYS[1], 'claim:' .. ARGV[2])
-redis.call('RPUSH', KEYS[2], ARGV[2])
-return 1
 """

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import redis
 
 from modelcompare.service.progress import Reading
-from modelcompare.service.store import scripts
+from modelcompare.service.store import task_scripts
 from modelcompare.service.store.connection import BLOCK_MAX
 from modelcompare.service.store.keys import Keys, work_channel
 
@@ -30,10 +30,10 @@ class TaskBoard:
         self.client = client
         self.prefix = prefix
         self.consumer = consumer
-        self._open = client.register_script(scripts.OPEN_TASKS)
-        self._claim = client.register_script(scripts.CLAIM_TASK)
-        self._renew = client.register_script(scripts.RENEW_TASK)
-        self._stage = client.register_script(scripts.STAGE_TASK)
+        self._open = client.register_script(task_scripts.OPEN_TASKS)
+        self._claim = client.register_script(task_scripts.CLAIM_TASK)
+        self._renew = client.register_script(task_scripts.RENEW_TASK)
+        self._stage = client.register_script(task_scripts.STAGE_TASK)
 
     def open(self, cid: str, sequence: int, block: bytes, models: list[str]) -> bool:
         """Open the chunk's model tasks; False when the comparison is gone."""

@@ -19,7 +19,7 @@ from modelcompare.service.limits import Limits
 from modelcompare.service.schemas import ComparisonIn, ComparisonSpec, comparison_spec
 
 LIMITS = Limits(max_models=50, max_comparison_parameters=100_000, max_state_bytes=10**9,
-                max_x_dim=1_000)
+                max_x_dim=1_000, max_rules=20, max_rule_window_rows=10_000)
 SEX = 'C(sex, levels=["f", "m", "x"])'
 INTERACTION = f"target ~ bmi + {SEX} + bmi:{SEX}"
 

@@ -83,6 +83,7 @@ def describe(meta: Meta) -> dict[str, Any]:
         "ingested": meta.ingested,
         "status": meta.status,
         "status_reason": meta.reason,
+        "rules": [r.public() for r in spec.rules],
     }
 
 

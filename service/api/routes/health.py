@@ -6,7 +6,7 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from modelcompare.service.api.deps import MetricsDep, ReadinessDep, StoreDep
+from modelcompare.service.api.deps import MetricsDep, ReadinessDep, SettingsDep, StoreDep
 from modelcompare.service.api.errors import error_response, error_responses
 from modelcompare.service.api.responses import Status
 from modelcompare.service.store.health import ClusterDegraded, Unreachable
@@ -50,8 +50,11 @@ async def readyz(readiness: ReadinessDep) -> dict[str, str] | Response:
         },
     },
 )
-async def metrics(store: StoreDep, registry: MetricsDep) -> Response:
+async def metrics(store: StoreDep, registry: MetricsDep, settings: SettingsDep) -> Response:
+    """The process's counters, the queue depth of every comparison, and per model and rule the
+    figures of the newest ``metrics_max_comparisons`` comparisons (docs/guide/decisions.md)."""
     registry.queue_depth.clear()
     for cid, depth in (await store.queue_depths()).items():
         registry.queue_depth.labels(comparison=cid).set(depth)
+    registry.comparisons.update(await store.exported(settings.metrics_max_comparisons))
     return Response(generate_latest(registry.registry), media_type=CONTENT_TYPE_LATEST)

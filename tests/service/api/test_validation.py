@@ -207,7 +207,7 @@ def test_an_unknown_key_names_the_valid_ones_and_the_closest(start_server: Start
         assert top.json()["error"]["message"] == (
             "body.name: Field required; body.models: List should have at least 1 item after "
             "validation, not 0; body: unknown key 'nmae' (did you mean 'name'? valid keys: name, "
-            "seed, models, estimator, x_dim)")
+            "seed, models, estimator, x_dim, rules)")
         cid = client.post("/v1/comparisons", json=comparison_body()).json()["id"]
         added = client.post(f"/v1/comparisons/{cid}/models", json={
             "name": "n", "family": "gamma_poisson", "config": {"shap": 1.0}, "prior": 0.5})
