@@ -128,8 +128,10 @@ class ComparisonProgress(Record):
 
 
 def encode(progress: ComparisonProgress) -> bytes:
-    """The stored form: JSON (floats round-trip exactly; no NaN or infinity is ever held)."""
-    return progress.model_dump_json().encode()
+    """The stored form: JSON (floats round-trip exactly; no NaN or infinity is ever held). A
+    record without rule states is stored without the field, as before rules existed, so that
+    a worker of that version still reads it (the record forbids unknown fields)."""
+    return progress.model_dump_json(exclude={"rules"} if not progress.rules else None).encode()
 
 
 def decode(raw: bytes | str) -> ComparisonProgress:

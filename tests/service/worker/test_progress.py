@@ -3,6 +3,7 @@ the public evidence body as its projection (service/evidence.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -17,6 +18,7 @@ from modelcompare.service.progress import (
     ModelProgress,
     Reading,
     Reliability,
+    RuleState,
     Window,
     current,
     decode,
@@ -135,6 +137,15 @@ def test_the_record_round_trips_exactly_and_only_at_its_version() -> None:
     assert decode(encode(progress)) == progress
     assert current(encode(progress), 4) == progress
     assert current(encode(progress), 5) is None and current(None, 4) is None
+
+
+def test_a_record_without_rule_states_is_stored_as_before_rules_existed() -> None:
+    # workers of the previous version forbid unknown fields: they read such a record
+    plain = comparison(a=fresh())
+    assert "rules" not in json.loads(encode(plain))
+    ruled = plain.model_copy(update={"rules": {"promote": RuleState(firing=True, streak=2)}})
+    assert json.loads(encode(ruled))["rules"]["promote"]["streak"] == 2
+    assert decode(encode(plain)) == plain and decode(encode(ruled)) == ruled
 
 
 def spec_of(**priors: float) -> Any:
