@@ -15,6 +15,8 @@
   // nats: the headline's lowest default edge, so the contest near 0 stays readable; models below
   // it are listed on the chart with their log BF (double-click the chart to see everything).
   const BF_FLOOR = -10;
+  const EVENT_PAGES = 20; // pages of 1,000 stored decision events read when a comparison opens
+  const EVENT_COLOR = "#b35900";
 
   const view = {
     comparisons: [],
@@ -130,7 +132,7 @@
   async function select(cid) {
     closeSocket();
     Object.assign(view, {
-      cid, comparison: null, evidence: null, series: new Map(),
+      cid, comparison: null, evidence: null, series: new Map(), events: new Map(),
       updateTimes: { n: [], seconds: [] }, error: null, retryMs: 500,
     });
     renderList();
@@ -141,9 +143,11 @@
     try {
       const comparison = await api(`/v1/comparisons/${encodeURIComponent(cid)}`);
       const history = await api(`/v1/comparisons/${encodeURIComponent(cid)}/history`);
+      const events = await storedEvents(cid);
       if (view.cid !== cid) return; // the user picked another one meanwhile
       view.comparison = comparison;
       absorbHistory(history.points);
+      events.forEach(absorbEvent);
       connect(cid);
     } catch (exc) {
       view.error = exc.status === 404 ? `No comparison with id ${cid}.` : describeError(exc);
@@ -163,6 +167,8 @@
       if (message.type === "snapshot" || message.type === "update") {
         view.retryMs = 500;
         absorb(message.evidence);
+      } else if (message.type === "event") {
+        absorbEvent(message.event);
       } else if (message.type === "deleted") {
         view.error = "This comparison was deleted.";
         closeSocket();
@@ -179,6 +185,23 @@
       setTimeout(() => { if (view.socket === socket) connect(cid); }, view.retryMs);
       view.retryMs = Math.min(view.retryMs * 2, 10000);
     };
+  }
+
+  // Decision events (docs/guide/decisions.md): those stored before the page connected, then
+  // the websocket's; an id seen twice is one event.
+  async function storedEvents(cid) {
+    const found = [];
+    let after = 0;
+    for (let page = 0; page < EVENT_PAGES && after !== null; page++) {
+      const reply = await api(`/v1/comparisons/${encodeURIComponent(cid)}/events?after=${after}&limit=1000`);
+      found.push(...reply.events);
+      after = reply.next_after;
+    }
+    return found;
+  }
+
+  function absorbEvent(event) {
+    view.events.set(event.id, event);
   }
 
   function closeSocket() {
@@ -518,15 +541,41 @@
       showlegend: true,
       legend: { orientation: "h", x: 0, xanchor: "left", y: -0.18, yanchor: "top" },
       margin: { l: 60, r: 90, t: 32, b: 40 },
-      shapes: grades.map(([y]) => ({
+      shapes: [...grades.map(([y]) => ({
         type: "line", xref: "paper", x0: 0, x1: 1, y0: y, y1: y,
         line: { color: "#9aa3b2", width: 1, dash: "dot" },
-      })),
+      })), ...eventLines()],
       annotations: [...grades.map(([y, text]) => ({
         xref: "paper", x: 1, xanchor: "left", y, text, showarrow: false,
         font: { size: 11, color: "#5d6677" },
-      })), ...off],
+      })), ...off, ...eventLabels()],
     }, PLOT_CONFIG);
+  }
+
+  // The decision events of a chunk are a vertical line at the rows they were decided on, solid
+  // where a rule fired and dashed where rules only cleared, labelled with the rules.
+  function eventsByRows() {
+    const rows = new Map();
+    for (const e of view.events.values()) {
+      rows.set(e.n_observations, [...(rows.get(e.n_observations) || []), e]);
+    }
+    return [...rows.entries()];
+  }
+
+  function eventLines() {
+    return eventsByRows().map(([n, events]) => ({
+      type: "line", xref: "x", yref: "paper", x0: n, x1: n, y0: 0, y1: 1,
+      line: { color: EVENT_COLOR, width: 1.5,
+        dash: events.some((e) => e.kind === "fired") ? "solid" : "dash" },
+    }));
+  }
+
+  function eventLabels() {
+    return eventsByRows().map(([n, events]) => ({
+      xref: "x", yref: "paper", x: n, y: 1, xanchor: "left", yanchor: "top",
+      text: events.map((e) => `${e.rule} ${e.kind}`).join(", "), showarrow: false,
+      textangle: -90, font: { size: 10, color: EVENT_COLOR }, bgcolor: "rgba(255,255,255,0.8)",
+    }));
   }
 
   // ---- start ---------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The dashboard in headless Chromium (Playwright): it loads without console errors, a chunk
 posted through the API reaches the chart within a second, the table shows the exact evidence,
-and the empty, catching-up and degraded states are spelled out. A screenshot is written to
+decision events are marked on the headline chart, and the empty, catching-up and degraded
+states are spelled out. A screenshot is written to
 test-artifacts/dashboard.png."""
 
 from __future__ import annotations
@@ -108,6 +109,41 @@ def test_a_posted_chunk_reaches_the_chart_within_a_second(
         for chunk in chunks(x2, y2, 20):
             assert client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).is_success
     page.wait_for_function(CHARTS_HAVE_POINTS, arg=4, timeout=10_000)
+    assert console_errors == []
+
+
+EVENT_LABELS = """() => {
+    const chart = document.getElementById('chart-bayes-factor');
+    const layout = chart.layout || {};
+    return (layout.annotations || []).filter(a => a.textangle === -90)
+        .map(a => [a.text, a.x, layout.shapes.some(s => s.yref === 'paper' && s.x0 === a.x)]);
+}"""
+
+
+def test_decision_events_are_marked_on_the_headline_chart(
+    page: Page, console_errors: list[str], embedded_server: Server
+) -> None:
+    server = embedded_server
+    rule = {"name": "promote", "when": {"log_bayes_factor": {
+        "model": "right", "against": "wrong_noise", "above": 3.0}}}
+    body = {**comparison_body("exact"), "rules": [rule]}
+    x, y = regression_data(80, seed=3)
+    with server.client() as client:
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        page.goto(f"{server.url}/#{cid}")
+        page.wait_for_selector("#evidence-table tbody tr")
+        assert page.evaluate(EVENT_LABELS) == []
+        for chunk in chunks(x, y, 40):  # the rule fires on the first chunk: one event
+            assert client.post(f"/v1/comparisons/{cid}/chunks?wait=true", json=chunk).is_success
+        events = client.get(f"/v1/comparisons/{cid}/events").json()["events"]
+    assert [(e["rule"], e["kind"], e["n_observations"]) for e in events] == [
+        ("promote", "fired", 40)]
+    # from the websocket, then from the stored events when the page opens again
+    page.wait_for_function(f"() => ({EVENT_LABELS})().length === 1", timeout=10_000)
+    assert page.evaluate(EVENT_LABELS) == [["promote fired", 40, True]]
+    page.reload()
+    page.wait_for_function(f"() => ({EVENT_LABELS})().length === 1", timeout=10_000)
+    assert page.evaluate(EVENT_LABELS) == [["promote fired", 40, True]]
     assert console_errors == []
 
 
