@@ -125,12 +125,15 @@ def condition(spec: ComparisonSpec, progress: ComparisonProgress, rule: RuleSpec
         window = span(points)
         value, variance = window.log_evidence, window.log_evidence_stderr ** 2
         figures["rows"] = window.rows
-    return Test(*_against_threshold(test, value, math.sqrt(variance), rule.stderrs, figures),
+    return Test(*against_threshold(test, value, math.sqrt(variance), rule.stderrs, figures),
                 state)
 
 
-def _against_threshold(test: BayesFactorTest, value: float, stderr: float, k: float,
-                       figures: dict[str, Figure]) -> tuple[bool, dict[str, Figure]]:
+def against_threshold(test: BayesFactorTest, value: float, stderr: float, k: float,
+                      figures: dict[str, Figure]) -> tuple[bool, dict[str, Figure]]:
+    """Whether a log Bayes factor ``value`` ± ``stderr`` passes ``test``'s threshold moved k
+    standard errors to the cautious side, and the figures of that decision (also read by
+    benchmarks/decisions.py, which runs the service's rule on simulated streams)."""
     if test.above is not None:
         bound, holds = value - k * stderr, value - k * stderr > test.above
     else:
