@@ -243,7 +243,8 @@ async def remove_model(cid: str, name: str, store: StoreDep,
                        request: RequestIdentity) -> dict[str, Any]:
     """Remove a model: its state goes, and it leaves the probabilities, Bayes factors and
     model-averaged predictions; the other models' states are untouched. Its past points stay in
-    the history. The last model cannot go: delete the comparison instead."""
+    the history. The last model cannot go: delete the comparison instead; nor can a model that
+    a decision rule names: remove the rule first."""
     for _ in range(20):
         meta = await store.meta(cid)
         if all(m.name != name for m in meta.spec.models):
@@ -251,6 +252,12 @@ async def remove_model(cid: str, name: str, store: StoreDep,
         if len(meta.spec.models) == 1:
             raise ApiError(409, "conflict", f"{name!r} is the comparison's only model; delete "
                            "the comparison instead", {"id": cid, "model": name})
+        # checked on the spec of the version the removal is a compare-and-set on: a rule added
+        # meanwhile makes it stale, and it is checked again
+        if naming := [rule.name for rule in meta.spec.rules if name in rule.when.models()]:
+            raise ApiError(409, "conflict", f"decision rules name {name!r}: "
+                           f"{', '.join(naming)}; remove them first",
+                           {"id": cid, "model": name, "rules": naming})
         spec = meta.spec.model_copy(
             update={"models": [m for m in meta.spec.models if m.name != name]})
         current = await store.progress(cid)

@@ -116,6 +116,21 @@ def test_rules_are_added_listed_and_removed(start_server: StartServer) -> None:
         assert_error(client.post("/v1/comparisons/nope/rules", json=PROMOTE), 404, "not_found")
 
 
+def test_a_model_a_rule_names_is_not_removed_until_the_rule_is(embedded_server: Server) -> None:
+    with embedded_server.client() as client:
+        body = {**comparison_body("exact"), "rules": [PROMOTE]}
+        cid = client.post("/v1/comparisons", json=body).json()["id"]
+        before = client.get(f"/v1/comparisons/{cid}").json()
+        refused = client.delete(f"/v1/comparisons/{cid}/models/too_few")
+        assert_error(refused, 409, "conflict")
+        assert refused.json()["error"]["details"] == {"id": cid, "model": "too_few",
+                                                      "rules": ["promote"]}
+        assert client.get(f"/v1/comparisons/{cid}").json() == before
+        assert client.delete(f"/v1/comparisons/{cid}/models/wrong_noise").is_success
+        assert client.delete(f"/v1/comparisons/{cid}/rules/promote").status_code == 204
+        assert client.delete(f"/v1/comparisons/{cid}/models/too_few").is_success
+
+
 def condition(**test: Any) -> dict[str, Any]:
     return {"name": "r", "when": {"log_bayes_factor": {"model": "right", "against": "too_few",
                                                       **test}}}
