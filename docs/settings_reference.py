@@ -282,7 +282,8 @@ SERVICE_GROUPS: tuple[tuple[str, str, dict[str, str]], ...] = (
         "max_rule_window_rows": "rows of a windowed Bayes-factor rule",
         "events_kept": "decision events kept per comparison; past it the oldest go",
         "metrics_max_comparisons": "comparisons whose per-model and per-rule figures `/metrics` "
-                                   "exports, the newest (0: none)",
+                                   "exports, the newest, and whose queue depths it exports, the "
+                                   "deepest (0: none)",
     }),
     ("Failed updates", "[Reliability](../guide/reliability.md#poison-chunks) explains each.", {
         "poison_max_attempts": "attempts at a chunk whose update fails before it is "

@@ -58,8 +58,14 @@ class Metrics:
         )
         self.queue_depth = Gauge(
             "modelcompare_queue_depth",
-            "Chunks ingested but not yet applied, per comparison",
+            "Chunks ingested but not yet applied, per comparison (the metrics_max_comparisons "
+            "deepest queues)",
             ["comparison"],
+            registry=self.registry,
+        )
+        self.queued_chunks = Gauge(
+            "modelcompare_queued_chunks",
+            "Chunks ingested but not yet applied, all comparisons together",
             registry=self.registry,
         )
         # per comparison and model: evidence, probabilities, rules (service/comparison_metrics.py)

@@ -96,8 +96,9 @@ class Settings(BaseSettings):
     max_rules: int = Field(default=20, ge=1, le=1000)
     max_rule_window_rows: int = Field(default=10_000_000, ge=1, le=10**9)
     events_kept: int = Field(default=EVENTS_KEPT, ge=1, le=1_000_000)
-    # /metrics exports per-model and per-rule figures of this many comparisons, the newest:
-    # each is a label value, and Prometheus slows with too many series.
+    # /metrics exports per-model and per-rule figures of this many comparisons, the newest, and
+    # the queue depths of this many, the deepest: each is a label value, and Prometheus slows
+    # with too many series.
     metrics_max_comparisons: int = Field(default=100, ge=0, le=10_000)
     # CPU seconds one chunk's update may take, counted on the worker thread that runs it, so a
     # busy host does not use the budget up (checked between annealing and move steps); past it

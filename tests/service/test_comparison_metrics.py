@@ -43,3 +43,24 @@ def test_metrics_carry_the_evidence_of_the_newest_comparisons(
     assert found[("modelcompare_rule_events_total", (("comparison", cid),))] == 1.0
     assert not [key for key in found if ("comparison", older) in key[1]
                 and key[0] != "modelcompare_queue_depth"]
+
+
+def test_label_values_stay_under_the_cap_with_a_thousand_comparisons(
+        start_server: StartServer) -> None:
+    cap = 25
+    server = start_server("local", metrics_max_comparisons=cap)
+    body = {**comparison_body("exact"), "rules": [RULE]}
+    with server.client() as client:
+        created = [client.post("/v1/comparisons", json=body).json()["id"] for _ in range(1000)]
+        text = client.get("/metrics").text
+    found = samples(text)
+    labelled = {dict(labels)["comparison"] for _, labels in found if "comparison" in dict(labels)}
+    # the newest `cap` for the figures, the deepest `cap` queues (here all empty) for the depth
+    assert cap < len(labelled) <= 2 * cap and labelled <= set(created)
+    models = len(body["models"])
+    figures = [key for key in found if "comparison" in dict(key[1])
+               and key[0] != "modelcompare_queue_depth"]
+    assert len({dict(key[1])["comparison"] for key in figures}) == cap
+    assert len(figures) <= cap * (5 * models + 1 + 1)  # gauges, the rule, its event counter
+    assert len([key for key in found if key[0] == "modelcompare_queue_depth"]) == cap
+    assert found[("modelcompare_queued_chunks", ())] == 0.0

@@ -51,10 +51,15 @@ async def readyz(readiness: ReadinessDep) -> dict[str, str] | Response:
     },
 )
 async def metrics(store: StoreDep, registry: MetricsDep, settings: SettingsDep) -> Response:
-    """The process's counters, the queue depth of every comparison, and per model and rule the
-    figures of the newest ``metrics_max_comparisons`` comparisons (docs/guide/decisions.md)."""
+    """The process's counters, the chunks queued in all and the queue depths of the
+    ``metrics_max_comparisons`` comparisons with the deepest queues, and per model and rule the
+    figures of the newest ``metrics_max_comparisons`` comparisons (docs/guide/decisions.md): a
+    comparison is a label value, so their number is bounded."""
+    depths = await store.queue_depths()
+    registry.queued_chunks.set(sum(depths.values()))
     registry.queue_depth.clear()
-    for cid, depth in (await store.queue_depths()).items():
+    deepest = sorted(depths.items(), key=lambda item: item[1], reverse=True)
+    for cid, depth in deepest[: settings.metrics_max_comparisons]:
         registry.queue_depth.labels(comparison=cid).set(depth)
     registry.comparisons.update(await store.exported(settings.metrics_max_comparisons))
     return Response(generate_latest(registry.registry), media_type=CONTENT_TYPE_LATEST)
