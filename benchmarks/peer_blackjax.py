@@ -49,6 +49,9 @@ from _common import linear_stream
 from blackjax.smc.base import extend_params
 from blackjax.smc.resampling import systematic
 
+from modelcompare.estimators import exact_log_evidence
+from modelcompare.models import LinearRegression
+
 jax.config.update("jax_enable_x64", True)
 
 LEAPFROG_STEPS = 10
@@ -61,22 +64,6 @@ def _design(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
     return np.hstack([x, np.ones((x.shape[0], 1))]), y
-
-
-def exact_log_evidence(x: Any, y: Any, noise_std: float, prior_std: float) -> float:
-    """log N(y; 0, σ²I + s²ΦΦᵀ) in O(N D²) by the determinant lemma and Woodbury's identity,
-    with A = I/s² + ΦᵀΦ/σ² (the posterior precision):
-    log det C = N log σ² + D log s² + log det A, yᵀC⁻¹y = yᵀy/σ² − bᵀA⁻¹b, b = Φᵀy/σ²."""
-    phi, y = _design(x, y)
-    rows, dim = phi.shape
-    noise_var, prior_var = noise_std**2, prior_std**2
-    precision = np.eye(dim) / prior_var + phi.T @ phi / noise_var
-    chol = np.linalg.cholesky(precision)
-    half = np.linalg.solve(chol, phi.T @ y / noise_var)  # L⁻¹b, so bᵀA⁻¹b = |L⁻¹b|²
-    log_det = rows * math.log(noise_var) + dim * math.log(prior_var)
-    log_det += 2.0 * float(np.sum(np.log(np.diag(chol))))
-    quad = float(y @ y) / noise_var - float(half @ half)
-    return -0.5 * (rows * math.log(2.0 * math.pi) + log_det + quad)
 
 
 def blackjax_log_evidence(
@@ -176,7 +163,8 @@ def main() -> None:
     args = parser.parse_args()
     x, y = (torch.cat(parts) for parts in zip(*linear_stream(args.rows, args.seed, args.dim - 1),
                                                   strict=True))
-    exact = exact_log_evidence(x, y, 1.0, 1.0)
+    model = LinearRegression(args.dim - 1, noise_std=1.0, prior_std=1.0)
+    exact = exact_log_evidence(model, x, y)
     result = blackjax_log_evidence(x, y, 1.0, 1.0, args.particles, args.seed,
                                    mcmc_steps=args.mcmc_steps)
     print(f"D={args.dim} N={args.rows} particles={args.particles} mcmc_steps={args.mcmc_steps}")
