@@ -15,21 +15,30 @@ median is over all streams, infinite when most never fire), and on how many stre
 rule fired at the same row as the exact one's (or neither fired). Runs go to ``--processes`` worker
 processes of one torch thread each.
 
+A second part runs a real deployment (benchmarks/_webhook_deployment.py): rules with webhooks
+fire while the worker is SIGKILLed mid-chunk and the receiver is down for 10 s; every event must
+reach the receiver, signed, and the websocket must show the same events as GET …/events.
+
     python benchmarks/decisions.py              # 200 streams under a, 200 under b, 2e4 rows
     python benchmarks/decisions.py --quick      # 20 + 20 streams, 5,000 rows
+    python benchmarks/decisions.py --part deployment   # the deployment part only
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import statistics
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import torch
 from _common import environment, result_path, set_threads, table, verdict, write_json
+from _webhook_deployment import run as run_deployment
 
 from modelcompare.estimators import OnlineEvidence
 from modelcompare.estimators.data.rng import derive_seed
@@ -108,19 +117,9 @@ def median_rows(fired: list[int | None]) -> float:
     return statistics.median(math.inf if f is None else f for f in fired)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, help="streams per true model (200; quick: 20)")
-    parser.add_argument("--rows", type=float, help="rows per stream at most (2e4; quick: 5e3)")
-    parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--output")
-    args = parser.parse_args()
-    streams = args.streams or (20 if args.quick else 200)
-    rows = int(args.rows or (5_000 if args.quick else 20_000))
-    target = result_path(args.output, "decisions.json")  # fails early on a bad --output
+def error_rates(streams: int, rows: int, processes: int) -> dict[str, Any]:
     jobs = [(truth, seed, rows) for truth in ("a", "b") for seed in range(streams)]
-    with ProcessPoolExecutor(args.processes) as pool:
+    with ProcessPoolExecutor(processes) as pool:
         runs = list(pool.map(run_stream, *zip(*jobs, strict=True)))
 
     summaries, checks = [], {}
@@ -151,11 +150,61 @@ def main() -> None:
     cpu = [r["sgais_cpu_seconds"] for r in runs]
     print(f"SG-AIS CPU s per stream (two models): median {statistics.median(cpu):.2f}, "
           f"total {sum(cpu):.0f}")
-    path = write_json("decisions", {
-        "environment": environment(1), "rows": rows, "streams": streams, "chunk": CHUNK,
-        "stderrs": DEFAULT_STDERRS, "log_threshold": LOG_THRESHOLD, "summaries": summaries,
-        "checks": checks, "runs": runs,
-    }, target)
+    return {"environment": environment(1), "rows": rows, "streams": streams, "chunk": CHUNK,
+            "stderrs": DEFAULT_STDERRS, "log_threshold": LOG_THRESHOLD, "summaries": summaries,
+            "checks": checks, "runs": runs}
+
+
+def deployment(quick: bool) -> dict[str, Any]:
+    comparisons, chunks = (2, 60) if quick else (4, 160)
+    with tempfile.TemporaryDirectory() as workdir:
+        found = run_deployment(Path(workdir), comparisons, chunks, pace=0.2, kill_every=4.0,
+                               outage=10.0)
+    checks = {
+        "every_event_delivered": not found["missing"] and not found["unknown"],
+        "signatures_verify": found["bad_signatures"] == 0 and found["bad_bodies"] == 0,
+        "websocket_matches_events": found["websocket_matches_events"],
+        "none_dead": found["dead"] == 0,
+    }
+    print(f"deployment: {comparisons} comparisons × {chunks} chunks, {found['worker_kills']} "
+          f"worker SIGKILLs, receiver down {found['receiver_down_seconds']:g} s: "
+          f"{found['events']} events, {found['deliveries_received']} deliveries received, "
+          f"{found['distinct_ids_received']} distinct ids, "
+          f"{found['received_twice_or_more']} ids received more than once, "
+          f"{len(found['missing'])} missing, {found['bad_signatures']} bad signatures; "
+          f"chunks applied in {found['applied_seconds']:.1f} s, deliveries done at "
+          f"{found['delivered_seconds']:.1f} s; from decision to delivery median "
+          f"{found['latency_seconds']['median']:.2f} s, max {found['latency_seconds']['max']:.2f} s"
+          f" (the outage's); first delivery {found['first_delivery_after_outage_seconds']:.2f} s "
+          "after the receiver was back")
+    for name, ok in checks.items():
+        print(f"{name.replace('_', ' ')}: {verdict(ok)}")
+    return {"environment": environment(1), **found, "checks": checks}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, help="streams per true model (200; quick: 20)")
+    parser.add_argument("--rows", type=float, help="rows per stream at most (2e4; quick: 5e3)")
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--part", choices=("all", "rates", "deployment"), default="all",
+                        help="one part only: the other part of the result file is kept")
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--output")
+    args = parser.parse_args()
+    streams = args.streams or (20 if args.quick else 200)
+    rows = int(args.rows or (5_000 if args.quick else 20_000))
+    target = result_path(args.output, "decisions.json")  # fails early on a bad --output
+    kept = json.loads(target.read_text()) if target.exists() else {}
+    if "summaries" in kept:  # a file from before the deployment part: all of it is the rates
+        kept = {"error_rates": kept}
+    payload = {
+        "error_rates": (error_rates(streams, rows, args.processes) if args.part != "deployment"
+                        else kept.get("error_rates")),
+        "deployment": (deployment(args.quick) if args.part != "rates"
+                       else kept.get("deployment")),
+    }
+    path = write_json("decisions", payload, target)
     print(f"wrote {path}")
 
 

@@ -285,6 +285,24 @@ SERVICE_GROUPS: tuple[tuple[str, str, dict[str, str]], ...] = (
                                    "exports, the newest, and whose queue depths it exports, the "
                                    "deepest (0: none)",
     }),
+    ("Webhooks", "[Decisions](../guide/decisions.md#webhooks) explains each; "
+     "[the design note](../design/webhooks.md) the rules behind them.", {
+        "webhook_allow_public": "whether webhooks may go to public (globally routable) addresses",
+        "webhook_allowed_networks": "networks (CIDR, a JSON list) webhooks may go to besides "
+                                    "public addresses: private, loopback, link-local and metadata "
+                                    "addresses are refused unless listed, e.g. "
+                                    "`[\"10.1.2.0/24\"]`",
+        "webhook_timeout": "seconds each step of a try may take (resolve, connect, send, read "
+                           "the answer)",
+        "webhook_max_response_bytes": "bytes of a receiver's answer read, at most",
+        "webhook_max_attempts": "tries of a delivery before it is dead (listed and replayable)",
+        "webhook_backoff": "seconds before the second try; doubled after each failure",
+        "webhook_backoff_max": "seconds between tries, at most",
+        "webhook_outbox_max": "deliveries waiting per comparison; past it a new one is dead at "
+                              "once",
+        "dead_deliveries_kept": "dead deliveries kept per comparison; past it the oldest go",
+        "webhook_concurrency": "deliveries a worker process makes at once (0: it makes none)",
+    }),
     ("Failed updates", "[Reliability](../guide/reliability.md#poison-chunks) explains each.", {
         "poison_max_attempts": "attempts at a chunk whose update fails before it is "
                                "dead-lettered",

@@ -1,17 +1,20 @@
 """The commit of one worker step: the progress record it reached, projected to the public body,
-with the chunk's trace point, the events of its decision rules and what the logs and metrics
-report (models newly marked unreliable or failed)."""
+with the chunk's trace point, the events of its decision rules with their webhook deliveries,
+and what the logs and metrics report (models newly marked unreliable or failed)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from modelcompare.service.events import EventRecord
 from modelcompare.service.evidence import evidence_body, trace_point
 from modelcompare.service.progress import ComparisonProgress
 from modelcompare.service.reducers import after_skip, next_version
+from modelcompare.service.schemas import ComparisonSpec
 from modelcompare.service.store.codec import empty_block
 from modelcompare.service.store.queue import Commit, DeadLetter, Entry, Snapshot
+from modelcompare.service.webhooks.deliveries import DeliveryRecord, delivery_of
 
 
 def commit_of(snap: Snapshot, progress: ComparisonProgress, states: dict[str, bytes],
@@ -38,7 +41,17 @@ def commit_of(snap: Snapshot, progress: ComparisonProgress, states: dict[str, by
         failed_models={name: m.failed for name, m in after.models.items()
                        if m.failed and not before[name].failed},
         events=events,
+        deliveries=deliveries_of(snap.spec, events),
     )
+
+
+def deliveries_of(spec: ComparisonSpec, events: tuple[EventRecord, ...]
+                  ) -> tuple[DeliveryRecord, ...]:
+    """A webhook delivery for each event whose rule names a webhook."""
+    webhooks = {rule.name: rule.webhook for rule in spec.rules if rule.webhook}
+    now = time.time()
+    return tuple(delivery_of(event, webhooks[event.rule], now) for event in events
+                 if event.rule in webhooks)
 
 
 def skip_commit(snap: Snapshot, progress: ComparisonProgress, states: dict[str, bytes],

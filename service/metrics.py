@@ -68,6 +68,14 @@ class Metrics:
             "Chunks ingested but not yet applied, all comparisons together",
             registry=self.registry,
         )
+        self.webhook_deliveries = Counter(
+            "modelcompare_webhook_deliveries",
+            "Tries of webhook deliveries by outcome: delivered (a 2xx answer), retry (failed, "
+            "due again after a backoff), dead (failed webhook_max_attempts times: listed at "
+            "GET /v1/comparisons/{id}/deliveries?state=dead, replayable)",
+            ["outcome"],
+            registry=self.registry,
+        )
         # per comparison and model: evidence, probabilities, rules (service/comparison_metrics.py)
         self.comparisons = ComparisonFigures()
         self.registry.register(self.comparisons)

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from modelcompare.models.config import Integer
 from modelcompare.service.names import NAME_MAX_CHARS, NAME_PATTERN, STRICT_JSON
+from modelcompare.service.webhooks.targets import URL_MAX_CHARS, TargetRefused, parse
 
 # A rule's threshold is tested on the value moved k standard errors against it (service/
 # decisions.py): two keeps a rule on a steady value from firing on estimator noise alone about
@@ -121,15 +122,29 @@ class RuleIn(Condition):
     stderrs: float = Field(DEFAULT_STDERRS, ge=0.0, le=MAX_STDERRS,
                            description="k: the value is tested k standard errors on the "
                            "cautious side of the threshold")
+    webhook: str | None = Field(
+        None, max_length=URL_MAX_CHARS,
+        description="http(s) URL to POST each of the rule's events to, signed with the "
+        "comparison's webhook secret; its host must resolve to addresses the operator allows")
+
+    @field_validator("webhook")
+    @classmethod
+    def _webhook_url(cls, url: str | None) -> str | None:
+        if url is not None:
+            try:
+                parse(url)
+            except TargetRefused as exc:
+                raise ValueError(f"webhook: {exc}") from None
+        return url
 
     def spec(self, created_at: float) -> RuleSpec:
         return RuleSpec(name=self.name, when=self.when, for_chunks=self.for_chunks,
-                        stderrs=self.stderrs, created_at=created_at)
+                        stderrs=self.stderrs, created_at=created_at, webhook=self.webhook)
 
 
 class RuleSpec(BaseModel):
-    """A rule as stored in the comparison's spec. Fields are added with defaults (a webhook to
-    notify, say), so that records stored before them still read."""
+    """A rule as stored in the comparison's spec. Fields are added with defaults, so that
+    records stored before them still read."""
 
     model_config = {"frozen": True}
     name: str
@@ -137,6 +152,7 @@ class RuleSpec(BaseModel):
     for_chunks: int
     stderrs: float
     created_at: float
+    webhook: str | None = None
 
     def public(self) -> dict[str, Any]:
         """The public view's fields (service/api/rule_responses.py ``RuleOut``)."""

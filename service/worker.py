@@ -40,7 +40,16 @@ from modelcompare.service.scheduling import Schedule
 from modelcompare.service.store.codec import decode_block
 from modelcompare.service.store.connection import UNAVAILABLE, SyncClient
 from modelcompare.service.store.history import HistoryCache
-from modelcompare.service.store.queue import GONE, STALE, Commit, DeadLetter, Entry, Queue, Snapshot
+from modelcompare.service.store.queue import (
+    GONE,
+    STALE,
+    Commit,
+    DeadLetter,
+    Entry,
+    Queue,
+    Retention,
+    Snapshot,
+)
 from modelcompare.service.store.tasks import TaskBoard
 from modelcompare.service.store.work import WorkFinder
 from modelcompare.service.unavailable import LeftAlone
@@ -63,7 +72,7 @@ class Worker:
     ) -> None:
         self.settings = settings
         self.lane = lane or Lane()
-        self.queue = Queue(client, settings.key_prefix, consumer, settings.events_kept)
+        self.queue = Queue(client, settings.key_prefix, consumer, Retention.of(settings))
         self.work = WorkFinder(client, settings.key_prefix, settings.work_sweep_interval)
         self.cache = HistoryCache(client, settings.key_prefix, settings.history_cache,
                                   settings.history_cache_bytes)

@@ -18,6 +18,7 @@ from modelcompare.service.core.security import ALL, Action, Keyring, KeyScope, b
 from modelcompare.service.metrics import Metrics
 from modelcompare.service.store.comparisons import Comparisons, NotFound
 from modelcompare.service.store.dead_letters import DeadLetters
+from modelcompare.service.store.deliveries import Deliveries
 from modelcompare.service.store.health import Readiness
 from modelcompare.service.store.rules import Rules
 
@@ -36,6 +37,10 @@ def get_dead_letters(connection: HTTPConnection) -> DeadLetters:
 
 def get_rules(connection: HTTPConnection) -> Rules:
     return connection.app.state.rules
+
+
+def get_deliveries(connection: HTTPConnection) -> Deliveries:
+    return connection.app.state.deliveries
 
 
 def get_readiness(connection: HTTPConnection) -> Readiness:
@@ -65,6 +70,7 @@ SettingsDep = Annotated[Settings, Depends(get_settings)]
 StoreDep = Annotated[Comparisons, Depends(get_store)]
 DeadLettersDep = Annotated[DeadLetters, Depends(get_dead_letters)]
 RulesDep = Annotated[Rules, Depends(get_rules)]
+DeliveriesDep = Annotated[Deliveries, Depends(get_deliveries)]
 ReadinessDep = Annotated[Readiness, Depends(get_readiness)]
 BroadcasterDep = Annotated[Broadcaster, Depends(get_broadcaster)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
@@ -74,6 +80,8 @@ RequestIdentity = Annotated[str, Depends(new_request_identity)]
 COLLECTION = "/v1/comparisons"
 # POST routes that change nothing: they need read access, like GET.
 READ_ONLY_POSTS = frozenset({"/v1/comparisons/{cid}/predict", "/v1/comparisons/{cid}/expectation"})
+# GET routes that reveal a secret (one that signs what the service sends): they need write access.
+SECRET_GETS = frozenset({"/v1/comparisons/{cid}/webhook-secret"})
 
 
 def protected(path: str) -> bool:
@@ -89,7 +97,8 @@ def _forbidden(action: Action) -> ApiError:
 
 async def authorize(connection: HTTPConnection) -> None:
     """401 without a known key, 403 outside its scope; GET (and the websocket) read, POST and
-    DELETE write. Creating a comparison is writing its name; global routes need ``"*"``."""
+    DELETE write (but for the routes named above). Creating a comparison is writing its name;
+    global routes need ``"*"``."""
     keyring: Keyring | None = connection.app.state.keyring
     route = connection.scope.get("route")
     path = getattr(route, "path", connection.url.path)
@@ -105,7 +114,8 @@ async def authorize(connection: HTTPConnection) -> None:
                        "<key>", headers={"WWW-Authenticate": "Bearer"})
     connection.state.access = scope
     method = "GET" if websocket else connection.scope["method"]
-    action: Action = "read" if method in ("GET", "HEAD") or path in READ_ONLY_POSTS else "write"
+    reads = method in ("GET", "HEAD") and path not in SECRET_GETS
+    action: Action = "read" if reads or path in READ_ONLY_POSTS else "write"
     cid = connection.path_params.get("cid")
     if cid is not None:
         if scope.allows(action, cid):

@@ -25,6 +25,7 @@ from modelcompare.service.api.routes import (
     health,
     rules,
     stream,
+    webhooks,
 )
 from modelcompare.service.api.shutdown import Shutdown
 from modelcompare.service.core.config import Settings
@@ -34,6 +35,7 @@ from modelcompare.service.metrics import Metrics
 from modelcompare.service.store.comparisons import Comparisons
 from modelcompare.service.store.connection import Connection
 from modelcompare.service.store.dead_letters import DeadLetters
+from modelcompare.service.store.deliveries import Deliveries
 from modelcompare.service.store.health import Readiness
 from modelcompare.service.store.rules import Rules
 from modelcompare.service.store.updates import UpdateFeed
@@ -65,6 +67,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             app.state.store = Comparisons(client, settings.key_prefix, settings.idempotency_ttl)
             app.state.dead_letters = DeadLetters(client, settings.key_prefix)
             app.state.rules = Rules(client, settings.key_prefix)
+            app.state.deliveries = Deliveries(client, settings.key_prefix)
             app.state.readiness = Readiness(client)
             app.state.broadcaster = Broadcaster(UpdateFeed(client, settings.key_prefix))
             await app.state.broadcaster.start()
@@ -106,8 +109,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
         )
     # Every router gets the API-key check (deps.authorize); it leaves public paths alone.
-    for module in (comparisons, families, data, stream, health, dead_letters, rules, dashboard,
-                   docs, expectation):
+    for module in (comparisons, families, data, stream, health, dead_letters, rules, webhooks,
+                   dashboard, docs, expectation):
         app.include_router(module.router, dependencies=[Depends(authorize)])
     openapi.install(app, api_keys=app.state.keyring is not None)
     return app

@@ -20,6 +20,7 @@ class RuleOut(Body):
     stderrs: float = Field(description="k: the value is tested k standard errors on the "
                            "cautious side of the threshold")
     created_at: float = Field(description="Unix time")
+    webhook: str | None = Field(description="where the rule's events are POSTed; null for none")
 
 
 class RuleStatus(RuleOut):
@@ -56,3 +57,27 @@ class EventPage(Body):
     events: list[EventOut] = Field(description="oldest first")
     next_after: int | None = Field(description="pass as ?after= for the next page; null on the "
                                    "last one")
+
+
+class DeliveryOut(Body):
+    id: str = Field(description="the event's id: a receiver's idempotency key")
+    comparison: str
+    rule: str
+    url: str
+    created: float = Field(description="Unix time the event's commit made the delivery")
+    attempts: int = Field(description="tries made (since the last replay)")
+    next_attempt: float | None = Field(description="Unix time of the next try; null once dead")
+    last_status: int | None = Field(description="HTTP status of the last try; null when none "
+                                    "came (refused, timed out, no connection)")
+    last_error: str | None = Field(description="what went wrong at the last try")
+    dead_at: float | None = Field(description="Unix time it was given up on; null while it waits")
+
+
+class DeliveryList(Body):
+    state: Literal["pending", "dead"]
+    deliveries: list[DeliveryOut] = Field(description="pending: the soonest due first; dead: the "
+                                          "newest first")
+
+
+class WebhookSecret(Body):
+    secret: str = Field(description="HMAC-SHA256 key of the Modelcompare-Signature header")

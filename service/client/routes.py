@@ -169,6 +169,27 @@ class Routes(Generic[T]):
         params = {"after": after, **({} if limit is None else {"limit": limit})}
         return Call(params=params)
 
+    @endpoint("GET", "/v1/comparisons/{cid}/webhook-secret")
+    def webhook_secret(self, cid: str) -> Call:
+        """``{"secret"}``: what signs the comparison's webhook deliveries (check them with
+        ``modelcompare.service.webhooks.signing.verify``)."""
+        return Call()
+
+    @endpoint("POST", "/v1/comparisons/{cid}/webhook-secret")
+    def rotate_webhook_secret(self, cid: str) -> Call:
+        """A new secret; deliveries from now on are signed with it."""
+        return Call()
+
+    @endpoint("GET", "/v1/comparisons/{cid}/deliveries")
+    def deliveries(self, cid: str, state: str = "pending", limit: int = 100) -> Call:
+        """Webhook deliveries ``"pending"`` (waiting for a try) or ``"dead"`` (given up on)."""
+        return Call(params={"state": state, "limit": limit})
+
+    @endpoint("POST", "/v1/comparisons/{cid}/deliveries/{delivery}/replay")
+    def replay_delivery(self, cid: str, delivery: str) -> Call:
+        """A dead delivery waits again, due now."""
+        return Call()
+
     @endpoint("GET", "/healthz")
     def healthz(self) -> Call:
         return Call()

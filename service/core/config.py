@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, model_validator
+from pydantic import AliasChoices, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from modelcompare.service.core.security import KeyScope
 from modelcompare.service.limits import Limits
 from modelcompare.service.store.connection import BLOCK_MAX, SOCKET_TIMEOUT
+from modelcompare.service.webhooks.targets import Allowlist
 
 # What reading and parsing a body holds, as a multiple of its bytes (service/api/inflight.py): a
 # chunk parsed with numpy (the body, its character classes, its numbers as float64, the stored
@@ -18,6 +20,8 @@ from modelcompare.service.store.connection import BLOCK_MAX, SOCKET_TIMEOUT
 CHUNK_BODY_COST = 6
 JSON_BODY_COST = 30
 EVENTS_KEPT = 1000  # decision events kept per comparison (service/events.py)
+WEBHOOK_OUTBOX_MAX = 1000  # webhook deliveries waiting per comparison (service/webhooks)
+DEAD_DELIVERIES_KEPT = 1000  # webhook deliveries given up on, kept per comparison
 
 
 class Settings(BaseSettings):
@@ -100,6 +104,21 @@ class Settings(BaseSettings):
     # the queue depths of this many, the deepest: each is a label value, and Prometheus slows
     # with too many series.
     metrics_max_comparisons: int = Field(default=100, ge=0, le=10_000)
+    # Webhooks of decision rules (docs/design/webhooks.md): where they may go (public addresses
+    # and the networks listed; private, loopback, link-local and metadata addresses are refused
+    # unless listed), how long a try may take, how much of the answer is read, how often and
+    # how soon a failed delivery is tried again, how many wait or are kept dead per comparison,
+    # and how many a worker process sends at once (0: it sends none).
+    webhook_allow_public: bool = True
+    webhook_allowed_networks: list[str] = Field(default_factory=list)
+    webhook_timeout: float = Field(default=5.0, gt=0, le=60.0)
+    webhook_max_response_bytes: int = Field(default=64 * 1024, ge=0, le=16 * 1024 * 1024)
+    webhook_max_attempts: int = Field(default=10, ge=1, le=100)
+    webhook_backoff: float = Field(default=1.0, gt=0, le=3600.0)
+    webhook_backoff_max: float = Field(default=300.0, gt=0, le=86_400.0)
+    webhook_outbox_max: int = Field(default=WEBHOOK_OUTBOX_MAX, ge=1, le=1_000_000)
+    dead_deliveries_kept: int = Field(default=DEAD_DELIVERIES_KEPT, ge=1, le=1_000_000)
+    webhook_concurrency: int = Field(default=4, ge=0, le=256)
     # CPU seconds one chunk's update may take, counted on the worker thread that runs it, so a
     # busy host does not use the budget up (checked between annealing and move steps); past it
     # the update fails like a poison chunk (attempts, then dead letter).
@@ -145,6 +164,20 @@ class Settings(BaseSettings):
                 f"max_body_bytes: at least {CHUNK_BODY_COST} x {self.max_body_bytes:,} = "
                 f"{needed:,}")
         return self
+
+    @field_validator("webhook_allowed_networks")
+    @classmethod
+    def _networks(cls, networks: list[str]) -> list[str]:
+        for network in networks:
+            try:
+                ipaddress.ip_network(network, strict=False)
+            except ValueError as exc:
+                raise ValueError(f"webhook_allowed_networks: {exc}") from None
+        return networks
+
+    @property
+    def webhook_allowlist(self) -> Allowlist:
+        return Allowlist.of(self.webhook_allow_public, self.webhook_allowed_networks)
 
     @property
     def limits(self) -> Limits:

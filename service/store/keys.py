@@ -19,7 +19,8 @@ class Keys:
     def meta(self) -> str:
         # hash: spec, models (how many were ever in the spec: created plus added), version,
         # sequence (applied), next_seq (ingested), catching_up, events (decision events ever
-        # stored: service/events.py); while halted on a dead-lettered
+        # stored: service/events.py), webhook_secret (service/webhooks/signing.py, made when
+        # first needed), deliveries (webhook deliveries made); while halted on a dead-lettered
         # chunk: halted (its sequence); skip (a sequence the operator let go);
         # status_reason ('' when the status is ok)
         return self._key("meta")
@@ -49,6 +50,22 @@ class Keys:
     @property
     def event_order(self) -> str:  # sorted set: event ids by the sequence of their chunk
         return self._key("eventorder")
+
+    @property
+    def outbox(self) -> str:  # hash: delivery id -> webhook delivery waiting (service/webhooks)
+        return self._key("outbox")
+
+    @property
+    def outbox_due(self) -> str:  # sorted set: waiting delivery ids by when they are due (ms)
+        return self._key("outboxdue")
+
+    @property
+    def dead_deliveries(self) -> str:  # hash: delivery id -> a delivery given up on
+        return self._key("deaddeliveries")
+
+    @property
+    def dead_delivery_order(self) -> str:  # sorted set: dead delivery ids by when they died
+        return self._key("deaddeliveryorder")
 
     @property
     def trace(self) -> str:  # list: one JSON entry per applied chunk
@@ -121,6 +138,13 @@ def created_key(prefix: str) -> str:
     by a version without it are added from ``index_key`` when a listing finds the two differ
     (``modelcompare.service.store.listing.reconcile_index``)."""
     return f"{prefix}:comparisons:created"
+
+
+def webhooks_due_key(prefix: str) -> str:
+    """Sorted set of comparison ids scored by when (ms) a webhook delivery of theirs is due: a
+    hint for the senders (service/webhooks/sender.py), written after the commit that made the
+    delivery; the senders' sweep restores what a crash between the two left out."""
+    return f"{prefix}:webhooks:due"
 
 
 def work_channel(prefix: str) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import time
@@ -12,7 +13,12 @@ from typing import Any, NamedTuple
 
 import redis
 
-from modelcompare.service.core.config import EVENTS_KEPT
+from modelcompare.service.core.config import (
+    DEAD_DELIVERIES_KEPT,
+    EVENTS_KEPT,
+    WEBHOOK_OUTBOX_MAX,
+    Settings,
+)
 from modelcompare.service.events import EventRecord
 from modelcompare.service.events import encode as encode_event
 from modelcompare.service.migration import progress_from_body
@@ -20,9 +26,13 @@ from modelcompare.service.progress import ComparisonProgress, current, encode
 from modelcompare.service.schemas import ComparisonSpec
 from modelcompare.service.store import scripts
 from modelcompare.service.store.connection import SyncClient, is_cluster, publish_command
-from modelcompare.service.store.keys import GROUP, Keys
+from modelcompare.service.store.keys import GROUP, Keys, webhooks_due_key
 from modelcompare.service.store.trace import encode_point
 from modelcompare.service.store.waiting import Waiting
+from modelcompare.service.webhooks.deliveries import DeliveryRecord, outbox_full
+from modelcompare.service.webhooks.deliveries import encode as encode_delivery
+
+log = logging.getLogger("modelcompare.worker")
 
 APPLIED, STALE, GONE = 1, 0, -1
 
@@ -89,16 +99,32 @@ class Commit:
     failed_models: dict[str, str] = field(default_factory=dict)
     # the decision rules that fired or cleared on this step's chunk (service/decisions.py)
     events: tuple[EventRecord, ...] = ()
+    # the webhook deliveries of those events whose rule names a webhook (same ids)
+    deliveries: tuple[DeliveryRecord, ...] = ()
+
+
+@dataclass(frozen=True)
+class Retention:
+    """What a commit keeps per comparison: events, deliveries waiting, dead deliveries."""
+
+    events: int = EVENTS_KEPT
+    outbox: int = WEBHOOK_OUTBOX_MAX
+    dead_deliveries: int = DEAD_DELIVERIES_KEPT
+
+    @classmethod
+    def of(cls, settings: Settings) -> Retention:
+        return cls(settings.events_kept, settings.webhook_outbox_max,
+                   settings.dead_deliveries_kept)
 
 
 class Queue:
     """Redis side of a worker (synchronous client)."""
 
     def __init__(self, client: SyncClient, prefix: str, consumer: str | None = None,
-                 events_kept: int = EVENTS_KEPT) -> None:
+                 retention: Retention | None = None) -> None:
         self.client = client
         self.prefix = prefix
-        self.events_kept = events_kept
+        self.retention = retention or Retention()
         # host and pid in the name: an operator (or benchmarks/recovery.py) can tell which
         # process holds a lease or owns a pending entry
         self.consumer = consumer or (
@@ -235,14 +261,21 @@ class Queue:
         pairs: list[Any] = []
         for name, data in commit.states.items():
             pairs += [name, data]
+        now = time.time()
+        deliveries = {delivery.id: delivery for delivery in commit.deliveries}
         events: list[Any] = []
         for event in commit.events:
+            delivery = deliveries.get(event.id)
             events += [event.id, event.sequence, encode_event(event)]
+            events += ["", ""] if delivery is None else [
+                encode_delivery(delivery),
+                encode_delivery(outbox_full(delivery, now, self.retention.outbox))]
         dead = commit.dead_letter
         result = self._commit(
             keys=[keys.meta, keys.states, keys.evidence, keys.trace, keys.blocks, keys.stream,
                   keys.dead_letters, keys.attempts, keys.tasks, keys.tasks_done, keys.waiting,
-                  keys.progress, keys.events, keys.event_order],
+                  keys.progress, keys.events, keys.event_order, keys.outbox, keys.outbox_due,
+                  keys.dead_deliveries, keys.dead_delivery_order],
             args=[
                 commit.version,
                 commit.sequence,
@@ -262,13 +295,27 @@ class Queue:
                 repr(time.time()),
                 self._publish,
                 encode(commit.progress),
-                self.events_kept,
+                self.retention.events,
+                self.retention.outbox,
+                self.retention.dead_deliveries,
+                int(now * 1000),
                 len(events),
                 *events,
                 *pairs,
             ],
         )
+        if result == APPLIED and deliveries:
+            self._hint_deliveries(cid, now)
         return int(result)
+
+    def _hint_deliveries(self, cid: str, now: float) -> None:
+        """Tell the webhook senders the comparison has deliveries due. Lost when Redis fails
+        here: the senders' sweep finds them (service/webhooks/sender.py)."""
+        try:
+            self.client.zadd(webhooks_due_key(self.prefix), {cid: int(now * 1000)})
+        except redis.RedisError as exc:
+            log.warning("comparison %s: webhook deliveries committed, their hint not written "
+                        "(%s); the senders' sweep finds them", cid, exc)
 
 
 def _ms(seconds: float) -> int:

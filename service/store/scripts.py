@@ -80,25 +80,43 @@ redis.call('PUBLISH', ARGV[5], ARGV[6])
 return {'accepted', seq, ARGV[3]}
 """
 
+# A webhook delivery given up on (service/webhooks): kept among the dead deliveries, of which
+# only the newest ``kept`` stay. Used by COMMIT (the outbox is full) and by the senders' SETTLE.
+BURY = """
+local function bury(dead, order, id, record, time, kept)
+  redis.call('HSET', dead, id, record)
+  redis.call('ZADD', order, time, id)
+  local over = redis.call('ZCARD', order) - tonumber(kept)
+  if over > 0 then
+    local oldest = redis.call('ZPOPMIN', order, over)
+    for i = 1, #oldest, 2 do redis.call('HDEL', dead, oldest[i]) end
+  end
+end
+"""
+
 # The compare-and-set commit of a worker.
 # KEYS: meta, states, evidence, trace, blocks, stream, dead letters, attempts, tasks, tasks
 # done (the model updates of the chunk, shared out: deleted with the chunk's commit), waiting
 # (a worker that could not serve the comparison said why: one that can just did, so it goes),
-# progress, events (hash: id -> JSON), event order (sorted set: ids by sequence).
+# progress, events (hash: id -> JSON), event order (sorted set: ids by sequence), the webhook
+# outbox (hash), its due times (sorted set), dead deliveries (hash), their order (sorted set).
 # ARGV: 1 expected version, 2 sequence, 3 block, 4 group, 5 stream entry id ('' for a catch-up
 # step that applies no new chunk), 6 evidence JSON, 7 trace JSON ('' for none), 8 updates
 # channel, 9 number of models still catching up, 10 status reason ('' when ok), 11 '1' to halt
 # on the entry instead of applying it, 12 dead-letter error ('' for no dead letter),
 # 13 its failed attempts, 14 its action (halted|skipped), 15 the entry's original block,
 # 16 time (s), 17 the publish command (PUBLISH, or SPUBLISH in a cluster), 18 the progress
-# record (JSON), 19 events kept, 20 E: the number of event values that follow, (id, sequence,
-# JSON) per event (service/events.py), then (model, state) pairs.
-# An event id is stored once (meta field 'events' counts them), whatever commit carries it;
-# past the events kept the oldest go.
+# record (JSON), 19 events kept, 20 deliveries waiting at most, 21 dead deliveries kept,
+# 22 time (ms), 23 E: the number of event values that follow, (id, sequence, JSON, webhook
+# delivery JSON or '', the same delivery given up on) per event (service/events.py,
+# service/webhooks/deliveries.py), then (model, state) pairs.
+# An event id is stored once (meta field 'events' counts them), whatever commit carries it,
+# and so is its delivery: due at once, or dead when the outbox is full; past the events kept
+# the oldest go.
 # A halting commit records the dead letter and leaves the entry pending and the sequence as it
 # is; every other commit with an entry appends its block (empty for a skipped chunk) and acks it.
 # Returns 1 applied, 0 stale (no-op), -1 comparison gone.
-COMMIT = """
+COMMIT = BURY + """
 local meta = redis.call('HMGET', KEYS[1], 'version', 'sequence')
 if not meta[1] then return -1 end
 if tonumber(meta[1]) ~= tonumber(ARGV[1]) then return 0 end
@@ -122,11 +140,19 @@ if ARGV[5] ~= '' then
   redis.call('DEL', KEYS[9], KEYS[10])
 end
 if ARGV[7] ~= '' then redis.call('RPUSH', KEYS[4], ARGV[7]) end
-local events = tonumber(ARGV[20])
-for i = 21, 20 + events, 3 do
+local events = tonumber(ARGV[23])
+for i = 24, 23 + events, 5 do
   if redis.call('HSETNX', KEYS[13], ARGV[i], ARGV[i + 2]) == 1 then
     redis.call('ZADD', KEYS[14], ARGV[i + 1], ARGV[i])
     redis.call('HINCRBY', KEYS[1], 'events', 1)
+    if ARGV[i + 3] ~= '' then
+      if redis.call('HLEN', KEYS[15]) < tonumber(ARGV[20]) then
+        redis.call('HSET', KEYS[15], ARGV[i], ARGV[i + 3])
+        redis.call('ZADD', KEYS[16], ARGV[22], ARGV[i])
+      else
+        bury(KEYS[17], KEYS[18], ARGV[i], ARGV[i + 4], ARGV[22], ARGV[21])
+      end
+    end
   end
 end
 local over = redis.call('ZCARD', KEYS[14]) - tonumber(ARGV[19])
@@ -134,7 +160,7 @@ if over > 0 then
   local oldest = redis.call('ZPOPMIN', KEYS[14], over)
   for i = 1, #oldest, 2 do redis.call('HDEL', KEYS[13], oldest[i]) end
 end
-for i = 21 + events, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+for i = 24 + events, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'catching_up', ARGV[9], 'status_reason', ARGV[10])
 redis.call('HINCRBY', KEYS[1], 'version', 1)
 redis.call('SET', KEYS[3], ARGV[6])

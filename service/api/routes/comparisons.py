@@ -25,6 +25,7 @@ from modelcompare.service.api.responses import (
     ModelRemoved,
     returns,
 )
+from modelcompare.service.api.routes.webhooks import check_webhooks
 from modelcompare.service.engine import model_warnings, runner_for
 from modelcompare.service.evidence import evidence_body, prior_probabilities
 from modelcompare.service.formula import check_stored
@@ -122,6 +123,7 @@ async def create_comparison(body: ComparisonIn, store: StoreDep,
         spec = comparison_spec(body, uuid.uuid4().hex, time.time(), settings.limits)
     except ValueError as exc:
         raise _invalid(exc) from None
+    await check_webhooks(body.rules, settings)
     parts = await run_in_threadpool(lambda: {m.name: initial(spec, m.name, False)
                                              for m in spec.models})
     progress = ComparisonProgress(version=0, sequence=0, n_observations=0,

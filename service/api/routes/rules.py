@@ -13,6 +13,7 @@ from modelcompare.service.api.deps import RequestIdentity, RulesDep, SettingsDep
 from modelcompare.service.api.errors import ApiError, error_responses, not_found
 from modelcompare.service.api.ingest import json_body
 from modelcompare.service.api.responses import returns
+from modelcompare.service.api.routes.webhooks import check_webhooks
 from modelcompare.service.api.rule_responses import EventPage, RuleList, RuleStatus
 from modelcompare.service.core.config import Settings
 from modelcompare.service.evidence import evidence_body
@@ -77,6 +78,7 @@ async def _change(cid: str, store: Comparisons, rules: Rules, request: str,
 async def add_rule(cid: str, body: RuleIn, store: StoreDep, rules: RulesDep,
                    settings: SettingsDep, request: RequestIdentity) -> dict[str, Any]:
     """Add a decision rule; it is evaluated from the next applied chunk on."""
+    await check_webhooks([body], settings)
     rule = body.spec(time.time())
 
     def added(spec: ComparisonSpec) -> tuple[ComparisonSpec, str]:
