@@ -317,6 +317,19 @@ def huge_priors(client: httpx.Client, url: str) -> str:
     return status_of(create(client, {"models": models}))
 
 
+def with_rules(rules: list[dict[str, Any]]) -> Callable[[httpx.Client, str], str]:
+    """A comparison created with ``rules`` (of two models, so that the rules name them)."""
+    def request(client: httpx.Client, url: str) -> str:
+        models = [{**LINE, "name": "a"}, {**LINE, "name": "b"}]
+        return status_of(create(client, {"models": models, "x_dim": 1, "rules": rules}))
+    return request
+
+
+def bf_rule(name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "when": {"log_bayes_factor": {"model": "b", "against": "a",
+                                                        "above": 3.0}}, **extra}
+
+
 def requests(quick: bool) -> list[tuple[str, Callable[[httpx.Client, str], str]]]:
     return [
         ('sgais "hmc_moves": 1e9', huge_setting),
@@ -340,6 +353,16 @@ def requests(quick: bool) -> list[tuple[str, Callable[[httpx.Client, str], str]]
         ("gamma_poisson added after y = -3.7", model_outside_support("gamma_poisson", -3.7)),
         ("beta_bernoulli added after y = 0.5", model_outside_support("beta_bernoulli", 0.5)),
         ("two prior_probability 1e308", huge_priors),
+        ("21 decision rules", with_rules([bf_rule(f"r{i}") for i in range(21)])),
+        ("window rule of 1e12 rows", with_rules([{"name": "w", "when": {
+            "window_log_bayes_factor": {"model": "b", "against": "a", "above": 3.0,
+                                        "rows": 10**12}}}])),
+        ("webhook to the metadata address", with_rules([bf_rule(
+            "m", webhook="http://169.254.169.254/latest/meta-data/")])),
+        ("webhook to 10.0.0.1", with_rules([bf_rule("p", webhook="http://10.0.0.1/hook")])),
+        ("webhook to localhost", with_rules([bf_rule("l", webhook="http://localhost:6379/")])),
+        ("webhook URL of 100,000 characters", with_rules([bf_rule(
+            "u", webhook="https://example.com/" + "a" * 100_000)])),
     ]
 
 

@@ -54,6 +54,8 @@ def test_an_event_is_delivered_once_signed_under_its_id(start_server: StartServe
             secret = client.get(f"/v1/comparisons/{cid}/webhook-secret").json()["secret"]
             assert client.get(f"/v1/comparisons/{cid}/webhook-secret").json()["secret"] == secret
             rules = client.get(f"/v1/comparisons/{cid}/rules").json()["rules"]
+            counted = 'modelcompare_webhook_deliveries_total{outcome="delivered"} 1.0'
+            wait_until(lambda: counted in client.get("/metrics").text)  # counted after settling
         time.sleep(1.0)  # nothing more comes
     (delivery,) = receiver.received
     assert rules[0]["webhook"] == receiver.url
@@ -84,6 +86,9 @@ def test_failed_tries_are_retried_then_dead_then_replayed(start_server: StartSer
             # the third try fails (502), the fourth is delivered
             wait_until(lambda: len(receiver.received) == 4 and settled(client, cid))
             assert deliveries(client, cid, "dead") == []
+            for outcome, count in (("delivered", 1), ("retry", 2), ("dead", 1)):
+                line = f'modelcompare_webhook_deliveries_total{{outcome="{outcome}"}} {count}.0'
+                wait_until(lambda line=line: line in client.get("/metrics").text)
             again = client.post(f"/v1/comparisons/{cid}/deliveries/{dead['id']}/replay")
             assert_error(again, 404, "not_found")
     attempts = [d.headers["Modelcompare-Delivery-Attempt"] for d in receiver.received]
