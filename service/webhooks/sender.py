@@ -64,7 +64,10 @@ class WebhookSender:
         self._http = httpx.Client(
             timeout=httpx.Timeout(settings.webhook_timeout), follow_redirects=False,
             trust_env=False, headers={"User-Agent": USER_AGENT},
-            limits=httpx.Limits(max_connections=max(1, self.concurrency)))
+            # no connection kept: one is pooled by address, and two hosts (two TLS names) on
+            # one address must not share it
+            limits=httpx.Limits(max_connections=max(1, self.concurrency),
+                                max_keepalive_connections=0))
         self._rng = random.Random()
         self._slots = threading.BoundedSemaphore(max(1, self.concurrency))
         self._tries: queue.SimpleQueue[tuple[str, DeliveryRecord]] = queue.SimpleQueue()
