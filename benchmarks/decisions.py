@@ -15,7 +15,7 @@ median is over all streams, infinite when most never fire), and on how many stre
 rule fired at the same row as the exact one's (or neither fired). Runs go to ``--processes`` worker
 processes of one torch thread each.
 
-A second part runs a real deployment (benchmarks/_webhook_deployment.py): rules with webhooks
+A second part runs a real deployment (tests/faults/webhook_trials.py): rules with webhooks
 fire while the worker is SIGKILLed mid-chunk and the receiver is down for 10 s; every event must
 reach the receiver, signed, and the websocket must show the same events as GET …/events.
 
@@ -30,6 +30,7 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -38,13 +39,15 @@ from typing import Any
 
 import torch
 from _common import environment, result_path, set_threads, table, verdict, write_json
-from _webhook_deployment import run as run_deployment
 
 from modelcompare.estimators import OnlineEvidence
 from modelcompare.estimators.data.rng import derive_seed
 from modelcompare.models import LinearRegression
 from modelcompare.service.decisions import against_threshold
 from modelcompare.service.rules import DEFAULT_STDERRS, BayesFactorTest
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1] / "tests" / "faults")]
+from webhook_trials import run as run_deployment  # noqa: E402
 
 LOG_THRESHOLD = math.log(20.0)
 CHUNK = 100

@@ -25,9 +25,10 @@ from modelcompare.estimators.settings import is_advanced
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 
-# Pages whose Python snippets talk to a running server: shown, not run here (the README's tour
-# and tests/service/client/test_dataframes.py run the same calls against a real one).
-SERVER_PAGES = {"guide/client.md", "guide/formulas.md"}
+# Pages whose Python snippets talk to a running server, or are one: shown, not run here (the
+# README's tour and tests/service/client/test_dataframes.py run the same calls against a real
+# one; tests/examples/test_webhook_receiver.py runs the decisions guide's webhook receiver).
+SERVER_PAGES = {"guide/client.md", "guide/formulas.md", "guide/decisions.md"}
 
 
 def generator() -> ModuleType:

@@ -1,5 +1,5 @@
-"""The decision benchmark's deployment part (benchmarks/decisions.py): rules fire on a real
-deployment and their webhooks reach a receiver through worker kills and a receiver outage.
+"""Webhook trials on a real deployment, the deployment part of benchmarks/decisions.py: rules
+fire and their webhooks reach a receiver through worker kills and a receiver outage.
 
 redis-server (AOF, ``appendfsync always``), ``modelcompare serve`` and one separate
 ``modelcompare worker`` (tests/faults/fault_processes.py), and a webhook receiver on 127.0.0.1
@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-import sys
 import threading
 import time
 from collections import Counter
@@ -32,13 +31,10 @@ import httpx
 import numpy as np
 import redis
 import websockets
+from fault_processes import Deployment, restartable_port
 
 from modelcompare.service.store.keys import Keys
 from modelcompare.service.webhooks.signing import EVENT_ID_HEADER, SIGNATURE_HEADER, verify
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT / "tests" / "faults")]
-from fault_processes import Deployment, restartable_port  # noqa: E402
 
 # log BF(b : a) grows by about 0.3²/2 = 0.045 nats a row here: the ladder fires along the stream
 THRESHOLDS = (1.0, 3.0, 10.0, 30.0, 60.0, 100.0, 150.0, 200.0, 300.0, 400.0)
