@@ -3,6 +3,7 @@ event counts, for the newest metrics_max_comparisons comparisons only."""
 
 from __future__ import annotations
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from service_helpers import by_name, chunks, comparison_body, regression_data, wait_for_sequence
 from service_server import StartServer
@@ -45,6 +46,7 @@ def test_metrics_carry_the_evidence_of_the_newest_comparisons(
                 and key[0] != "modelcompare_queue_depth"]
 
 
+@pytest.mark.slow  # 1,000 comparisons created over HTTP: about 7 s
 def test_label_values_stay_under_the_cap_with_a_thousand_comparisons(
         start_server: StartServer) -> None:
     cap = 25
