@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Query, Response
 from fastapi.concurrency import run_in_threadpool
 
 from modelcompare.estimators import state_to_bytes
+from modelcompare.service.api.changes import retried
 from modelcompare.service.api.deps import AccessDep, RequestIdentity, SettingsDep, StoreDep
 from modelcompare.service.api.errors import (
     ApiError,
@@ -201,7 +202,7 @@ async def _check_page(spec: ComparisonSpec, model: ModelSpec,
 async def add_model(cid: str, body: ModelIn, store: StoreDep, settings: SettingsDep,
                     request: RequestIdentity) -> dict[str, Any]:
     """Add a model; when chunks were already applied it replays them before joining."""
-    for _ in range(20):
+    async def attempt() -> dict[str, Any] | None:
         meta = await store.meta(cid)
         if any(m.name == body.name for m in meta.spec.models):
             raise ApiError(409, "conflict", f"model {body.name!r} exists", {"name": body.name})
@@ -220,18 +221,19 @@ async def add_model(cid: str, body: ModelIn, store: StoreDep, settings: Settings
         joining, state = await run_in_threadpool(initial, spec, model.name, catching_up)
         current = await store.progress(cid)
         if current.version != meta.version:
-            continue
+            return None
         progress = next_version(with_model(current, model.name, joining))
         evidence = evidence_body(spec, progress)
         result = await store.add_model(meta, spec, progress, evidence, model, state, catching_up,
                                        request)
-        if result == 1:
-            return {"model": model.name, "catching_up": catching_up, "evidence": evidence}
         if result == -1:
             raise not_found(cid)
         if result == -2:
             raise ApiError(409, "conflict", f"model {body.name!r} exists", {"name": body.name})
-    raise ApiError(409, "busy", "the comparison kept changing; retry", {"id": cid})
+        return ({"model": model.name, "catching_up": catching_up, "evidence": evidence}
+                if result == 1 else None)
+
+    return await retried(cid, attempt)
 
 
 def _no_model(cid: str, name: str) -> ApiError:
@@ -247,7 +249,7 @@ async def remove_model(cid: str, name: str, store: StoreDep,
     model-averaged predictions; the other models' states are untouched. Its past points stay in
     the history. The last model cannot go: delete the comparison instead; nor can a model that
     a decision rule names: remove the rule first."""
-    for _ in range(20):
+    async def attempt() -> dict[str, Any] | None:
         meta = await store.meta(cid)
         if all(m.name != name for m in meta.spec.models):
             raise _no_model(cid, name)
@@ -264,15 +266,15 @@ async def remove_model(cid: str, name: str, store: StoreDep,
             update={"models": [m for m in meta.spec.models if m.name != name]})
         current = await store.progress(cid)
         if current.version != meta.version:
-            continue
+            return None
         progress = next_version(without_model(current, name))
         evidence = evidence_body(spec, progress)
         result = await store.remove_model(meta, spec, progress, evidence, name,
                                           current.models[name].catching_up, request)
-        if result == 1:
-            return {"model": name, "evidence": evidence}
         if result == -1:
             raise not_found(cid)
         if result == -2:
             raise _no_model(cid, name)
-    raise ApiError(409, "busy", "the comparison kept changing; retry", {"id": cid})
+        return {"model": name, "evidence": evidence} if result == 1 else None
+
+    return await retried(cid, attempt)

@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Query, Response
 
+from modelcompare.service.api.changes import retried
 from modelcompare.service.api.deps import RequestIdentity, RulesDep, SettingsDep, StoreDep
 from modelcompare.service.api.errors import ApiError, error_responses, not_found
 from modelcompare.service.api.ingest import json_body
@@ -57,20 +58,20 @@ async def _change(cid: str, store: Comparisons, rules: Rules, request: str,
                   change: Change) -> tuple[ComparisonSpec, ComparisonProgress]:
     """Apply ``change(spec) -> (spec, rule name)`` with a compare-and-set on the version,
     retried while the comparison changes under it; the changed rule starts from no state."""
-    for _ in range(20):
+    async def attempt() -> tuple[ComparisonSpec, ComparisonProgress] | None:
         meta = await store.meta(cid)
         spec, name = change(meta.spec)
         current = await store.progress(cid)
         if current.version != meta.version:
-            continue
+            return None
         progress = next_version(without_rule_state(current, name))
         result = await rules.change(meta.version, spec, progress, evidence_body(spec, progress),
                                     request)
-        if result == 1:
-            return spec, progress
         if result == -1:
             raise not_found(cid)
-    raise ApiError(409, "busy", "the comparison kept changing; retry", {"id": cid})
+        return (spec, progress) if result == 1 else None
+
+    return await retried(cid, attempt)
 
 
 @router.post("/rules", status_code=201, **returns(RuleStatus), dependencies=[Depends(json_body)],
