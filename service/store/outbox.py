@@ -4,16 +4,14 @@ every comparison's outbox into the hint (service/webhooks/sender.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 from modelcompare.service.store import delivery_scripts as scripts
 from modelcompare.service.store.connection import SyncClient
-from modelcompare.service.store.keys import Keys, index_key, webhooks_due_key
+from modelcompare.service.store.keys import Keys, webhooks_due_key
+from modelcompare.service.store.work import index_pages
 from modelcompare.service.webhooks.deliveries import DeliveryRecord, decode, encode
 from modelcompare.service.webhooks.signing import new_secret
-
-SWEEP_PAGE = 500  # comparisons read per pipeline of a sweep
 
 
 @dataclass(frozen=True)
@@ -71,7 +69,7 @@ class Outbox:
         """Put every comparison with deliveries waiting in the hint (at its earliest due time,
         or sooner if the hint has it sooner); how many have some."""
         found = 0
-        for page in self._pages():
+        for page in index_pages(self.client, self.prefix):
             pipe = self.client.pipeline(transaction=False)
             for cid in page:
                 pipe.zrange(Keys(self.prefix, cid).outbox_due, 0, 0, withscores=True)
@@ -82,13 +80,3 @@ class Outbox:
                 self.client.zadd(self.hint, due, lt=True)
             found += len(due)
         return found
-
-    def _pages(self) -> Iterator[list[str]]:
-        page: list[str] = []
-        for member in self.client.sscan_iter(index_key(self.prefix), count=SWEEP_PAGE):
-            page.append(member.decode())
-            if len(page) == SWEEP_PAGE:
-                yield page
-                page = []
-        if page:
-            yield page

@@ -25,7 +25,7 @@ import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import redis
@@ -38,6 +38,19 @@ log = logging.getLogger("modelcompare.work")
 PROGRESS = ("sequence", "next_seq", "catching_up", "halted")
 SWEEP_PAGE = 1000  # comparisons read per pipeline of a sweep
 DRAIN_MAX = 10_000  # messages taken off the channel per pass, at most
+
+
+def index_pages(client: SyncClient, prefix: str, count: int = SWEEP_PAGE
+                ) -> Iterator[list[str]]:
+    """The comparison index, a page of ids at a time (SSCAN: an id in the index for the whole
+    scan comes at least once)."""
+    cursor = 0
+    while True:
+        cursor, members = client.sscan(index_key(prefix), cursor, count=count)
+        if members:
+            yield [member.decode() for member in members]
+        if int(cursor) == 0:
+            return
 
 
 class WorkFinder:
@@ -157,23 +170,18 @@ class WorkFinder:
         self._next_sweep = time.monotonic() + self.sweep_interval
         self.sweeps += 1
         found: set[str] = set()
-        cursor = 0
-        while True:
-            cursor, members = self._client.sscan(index_key(self._prefix), cursor,
-                                                 count=SWEEP_PAGE)
-            ids = [m.decode() for m in members]
+        for ids in index_pages(self._client, self._prefix):
+            self._scanned = False  # the index answers: a later outage scans the masters again
             self.known.update(ids)
-            self._scanned = False
-            if ids:
-                progress = self._progress(ids)
-                for cid in ids:
-                    if cid not in progress or has_work(*progress[cid]):  # unreadable: retried
-                        self.candidates.add(cid)
-                        found.add(cid)
-            if int(cursor) == 0:
-                for peer in self.peers:
-                    peer.offer(found)
-                return len(found)
+            progress = self._progress(ids)
+            for cid in ids:
+                if cid not in progress or has_work(*progress[cid]):  # unreadable: retried
+                    self.candidates.add(cid)
+                    found.add(cid)
+        self._scanned = False
+        for peer in self.peers:
+            peer.offer(found)
+        return len(found)
 
     def wait(self, timeout: float) -> None:
         """Sleep until a comparison gets work or ``timeout`` seconds pass. A lost connection
