@@ -69,7 +69,8 @@ class WebhookSender:
             limits=httpx.Limits(max_connections=max(1, self.concurrency),
                                 max_keepalive_connections=0))
         self._rng = random.Random()
-        self._slots = threading.BoundedSemaphore(max(1, self.concurrency))
+        self._lock = threading.Lock()
+        self._busy = 0  # tries handed to the request threads and not settled yet
         self._tries: queue.SimpleQueue[tuple[str, DeliveryRecord]] = queue.SimpleQueue()
         self._next_sweep = 0.0
 
@@ -97,25 +98,19 @@ class WebhookSender:
             self.outbox.sweep()
             self._next_sweep = time.monotonic() + self.settings.work_sweep_interval
         handed = 0
-        free = self._free()
+        with self._lock:
+            free = self.concurrency - self._busy
         now_ms = int(time.time() * 1000)
         for cid, seen in self.outbox.due(now_ms, max(free, 1)) if free else []:
             claimed = self.outbox.claim(cid, seen, now_ms, self.lease_ms, free - handed)
+            with self._lock:
+                self._busy += len(claimed.deliveries)
             for record in claimed.deliveries:
-                self._slots.acquire()
                 self._tries.put((claimed.secret, record))
-                handed += 1
+            handed += len(claimed.deliveries)
             if handed >= free:
                 break
         return handed
-
-    def _free(self) -> int:
-        free = 0
-        while free < self.concurrency and self._slots.acquire(blocking=False):
-            free += 1
-        for _ in range(free):
-            self._slots.release()
-        return free
 
     def _try(self, secret: str, record: DeliveryRecord) -> None:
         try:
@@ -124,7 +119,8 @@ class WebhookSender:
         except Exception:  # a request thread must not die: the lease brings the delivery back
             log.exception("webhook delivery %s: settling the try failed", record.id)
         finally:
-            self._slots.release()
+            with self._lock:
+                self._busy -= 1
 
     def post(self, secret: str, record: DeliveryRecord) -> Answer:
         """One signed POST of the record's body to the checked address of its URL."""
