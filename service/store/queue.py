@@ -255,8 +255,8 @@ class Queue:
 
     def commit(self, cid: str, commit: Commit) -> int:
         """One atomic compare-and-set step: states, evidence, trace, block, ack, publish, the
-        dead letter of a chunk given up on, the events of decision rules (at most
-        ``events_kept`` kept); the waiting record goes."""
+        dead letter of a chunk given up on, the events of decision rules with their webhook
+        deliveries (kept as ``retention`` says); the waiting record goes."""
         keys = self.keys(cid)
         pairs: list[Any] = []
         for name, data in commit.states.items():
