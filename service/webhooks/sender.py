@@ -80,13 +80,18 @@ class WebhookSender:
         for index in range(max(1, self.concurrency)):
             threading.Thread(target=self._request_loop, daemon=True,
                              name=f"modelcompare-webhook-{index}").start()
+        failures = 0  # passes in a row that Redis failed: the next one waits longer
         while not stop.is_set():
             try:
                 self.pass_once()
+                failures = 0
             except redis.RedisError as exc:
-                log.warning("webhook sender: Redis failed (%s); trying again", exc)
+                (log.warning if failures == 0 else log.debug)(
+                    "webhook sender: Redis failed (%s); trying again", exc)
+                failures += 1
                 self._next_sweep = 0.0
-            stop.wait(self.settings.poll_interval)
+            stop.wait(min(self.settings.failure_backoff_max,
+                          self.settings.poll_interval * 2.0 ** min(failures, 20)))
 
     def _request_loop(self) -> None:
         while True:
