@@ -8,10 +8,16 @@ matching friction, so dissipation again balances the total noise and the moves s
 than a law hotter along the noisiest directions. Eq. 15 subtracts B̂ from the injected noise
 instead, which is impossible where B̂ exceeds αI (it does on softmax regression:
 benchmarks/sgais_noise.py); raising the friction needs no such room. B̂ = 0 is plain SGHMC.
+
+The total friction cannot pass 1, so B̂ ≤ (1 − α)I; where a particle's noise needs more, a move
+shortens its step for every particle alike (``noise_limited``) until each B̂ fits: B̂ grows with
+η, and along a direction where B̂ is clipped by a factor k the chain runs about k times hotter than
+π (Poisson regression with 100 inputs: k up to 40, log Z 4–9 nats low).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Literal, NamedTuple
 
@@ -20,6 +26,8 @@ from torch import Tensor
 
 GradFn = Callable[[Tensor], Tensor]
 DIVERGED = 1e3  # whitened distance (in posterior spreads) past which a trajectory has diverged
+# a move whose step ``noise_limited`` shortens takes at most this many times its steps
+MAX_STEPS_FACTOR = 4
 
 
 class Trajectories(NamedTuple):
@@ -92,6 +100,21 @@ def sghmc_move(
     return Trajectories(torch.where(kept[:, None], theta, start), ~kept)
 
 
+def noise_limited(
+    step: float, steps: int, gradient_noise: Tensor, ceiling: float
+) -> tuple[float, int]:
+    """The step η·s and step count of a move whose noise friction B̂ = η LᵀVL / 2 stays within
+    ``ceiling`` for every particle (``gradient_noise`` as for ``sghmc_move``): s = min(1,
+    ceiling / max_m λ_max(B̂_m)), one s for all particles so that they all move by the same
+    kernel. Steps × 1/√s keep the distance a move travels (about steps·√η spreads per
+    direction), at most ``MAX_STEPS_FACTOR`` times ``steps``."""
+    shrink = ceiling_shrink_of(finite_noise(gradient_noise), step, ceiling)
+    if shrink is None:
+        return step, steps
+    fraction = float(shrink.min())
+    return step * fraction, min(MAX_STEPS_FACTOR * steps, math.ceil(steps / fraction**0.5))
+
+
 def standard_normal(
     shape: torch.Size, generator: torch.Generator, dtype: torch.dtype, device: torch.device
 ) -> Tensor:
@@ -114,29 +137,54 @@ def noise_friction(
     whose noise is not finite even in float64 (its gradients overflow, so its trajectory
     diverges and is undone) gets no extra friction: no eigensolver converges on it.
     """
+    gradient_noise = finite_noise(gradient_noise)
+    friction = friction_of(gradient_noise, step)
+    shrink = ceiling_shrink_of(gradient_noise, step, ceiling, friction)
+    if is_factor(gradient_noise):
+        factor = friction if shrink is None else (
+            friction * shrink.sqrt().to(friction.dtype)[:, None, None])
+        return in_dtype_of(
+            factor.dtype,
+            lambda velocity: torch.bmm(torch.bmm(velocity, factor.transpose(1, 2)), factor),
+        )
+    matrix = friction if shrink is None else friction * shrink.to(friction.dtype)[:, None, None]
+    return in_dtype_of(matrix.dtype, lambda velocity: torch.bmm(velocity, matrix))
+
+
+def finite_noise(gradient_noise: Tensor) -> Tensor:
+    """``gradient_noise`` with the particles whose noise is not finite even in float64 zeroed."""
     finite = torch.isfinite(gradient_noise.square().sum((1, 2)))
     if gradient_noise.dtype != torch.float64 and not bool(finite.all()):
         gradient_noise = gradient_noise.to(torch.float64)  # its squares overflow float32
         finite = torch.isfinite(gradient_noise.square().sum((1, 2)))
     if not bool(finite.all()):
         gradient_noise = torch.where(finite[:, None, None], gradient_noise, 0.0)
+    return gradient_noise
+
+
+def is_factor(gradient_noise: Tensor) -> bool:
+    """Whether B̂ is kept as its R × D factor U (fewer rows than parameters) or as D × D."""
     rows, dim = gradient_noise.shape[1:]
-    if dim > rows:
-        factor = (0.5 * step) ** 0.5 * gradient_noise  # U: (M, R, D)
-        shrink = ceiling_shrink(factor.square().sum((1, 2)), lambda: gram(factor), ceiling)
-        if shrink is not None:
-            factor = factor * shrink.sqrt().to(factor.dtype)[:, None, None]
-        return in_dtype_of(
-            factor.dtype,
-            lambda velocity: torch.bmm(torch.bmm(velocity, factor.transpose(1, 2)), factor),
-        )
-    matrix = (gradient_noise.transpose(1, 2) @ gradient_noise).mul_(0.5 * step)  # UᵀU
-    shrink = ceiling_shrink(
-        matrix.diagonal(0, 1, 2).sum(-1), lambda: matrix.to(torch.float64), ceiling
+    return dim > rows
+
+
+def friction_of(gradient_noise: Tensor, step: float) -> Tensor:
+    """U = √(η/2) G L (M, R, D) where R < D, else B̂ = UᵀU (M, D, D)."""
+    if is_factor(gradient_noise):
+        return (0.5 * step) ** 0.5 * gradient_noise
+    return (gradient_noise.transpose(1, 2) @ gradient_noise).mul_(0.5 * step)
+
+
+def ceiling_shrink_of(
+    gradient_noise: Tensor, step: float, ceiling: float, friction: Tensor | None = None
+) -> Tensor | None:
+    """``ceiling_shrink`` of B̂ at step η (``friction``: ``friction_of`` it, if made already)."""
+    friction = friction_of(gradient_noise, step) if friction is None else friction
+    if is_factor(gradient_noise):
+        return ceiling_shrink(friction.square().sum((1, 2)), lambda: gram(friction), ceiling)
+    return ceiling_shrink(
+        friction.diagonal(0, 1, 2).sum(-1), lambda: friction.to(torch.float64), ceiling
     )
-    if shrink is not None:
-        matrix = matrix * shrink.to(matrix.dtype)[:, None, None]
-    return in_dtype_of(matrix.dtype, lambda velocity: torch.bmm(velocity, matrix))
 
 
 def ceiling_shrink(

@@ -7,6 +7,7 @@ checkpoint) -> Moved`` on the piece's tempered target (``smc.tempered.Move``).
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -17,7 +18,12 @@ from modelcompare.estimators.moves import random_walk
 from modelcompare.estimators.moves.corrected import corrected_sghmc_move
 from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
 from modelcompare.estimators.moves.minibatch_target import MinibatchTarget
-from modelcompare.estimators.moves.sghmc import SGHMCParams, sghmc_move, sghmc_step
+from modelcompare.estimators.moves.sghmc import (
+    SGHMCParams,
+    noise_limited,
+    sghmc_move,
+    sghmc_step,
+)
 from modelcompare.estimators.online import precision
 from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS
 from modelcompare.estimators.online.settings import SequentialSettings
@@ -101,9 +107,15 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
             noise = noise_at(theta.to(noise_dtype))
             if noise_dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
                 noise = noise_at(theta)  # beyond float32's range (3e38): in the state's dtype
-        moved = sghmc_move(
-            theta, grad, step, mass, params.friction, params.steps, generator, noise
-        )
+        steps = params.steps
+        if noise is not None:
+            step, steps = noise_limited(step, steps, noise, 1.0 - params.friction)
+            if steps > params.steps:
+                more = minibatch_gradients(
+                    piece, fixed, strata, temperature, steps - params.steps, generator, dtype
+                )
+                grads = itertools.chain(grads, more)
+        moved = sghmc_move(theta, grad, step, mass, params.friction, steps, generator, noise)
         return Moved(moved.position, (), float(moved.diverged.double().mean()))
 
     return move

@@ -11,7 +11,12 @@ from gaussian_posterior import conjugate_posterior
 from scipy.linalg import solve_discrete_lyapunov
 
 from modelcompare.estimators.data.history import Rows, RowsHistory
-from modelcompare.estimators.moves.sghmc import noise_friction, sghmc_move
+from modelcompare.estimators.moves.sghmc import (
+    MAX_STEPS_FACTOR,
+    noise_friction,
+    noise_limited,
+    sghmc_move,
+)
 from modelcompare.estimators.online.target import (
     PastData,
     Stratum,
@@ -222,3 +227,32 @@ def test_a_diverging_trajectory_is_undone_and_the_others_kept() -> None:
     assert torch.equal(moved.position[0], theta[0])  # blown up (past DIVERGED): undone
     assert not torch.equal(moved.position[1], theta[1])
     assert torch.isfinite(moved.position[1]).all()
+
+
+@pytest.mark.parametrize("rows", [3, 12])
+def test_a_move_whose_noise_needs_more_friction_than_the_ceiling_takes_a_shorter_step(
+    rows: int,
+) -> None:
+    """One step for all particles, at which the noisiest particle's B̂ = η LᵀVL / 2 has its
+    largest eigenvalue at the ceiling; the steps raised by 1/√(step's fraction) keep the
+    travel, at most MAX_STEPS_FACTOR times."""
+    g = torch.Generator().manual_seed(rows)
+    noise = torch.randn(4, rows, 6, generator=g, dtype=torch.float64)
+    noise[1] *= 3.0  # the noisiest particle
+    top = torch.linalg.eigvalsh(0.5 * noise.transpose(1, 2) @ noise)[:, -1]  # λ_max(B̂) / η
+    step, steps = noise_limited(0.2, 10, noise, 0.9)
+    assert step == pytest.approx(0.9 / float(top.max()), rel=1e-9)
+    assert float(top[1]) == float(top.max())
+    fraction = step / 0.2
+    assert steps == min(MAX_STEPS_FACTOR * 10, math.ceil(10 / fraction**0.5))
+    assert noise_limited(0.2, 10, noise * 1e-3, 0.9) == (0.2, 10)  # under the ceiling: as given
+
+
+def test_a_step_cut_far_takes_at_most_the_steps_factor_and_ignores_unfinite_noise() -> None:
+    noise = torch.zeros(3, 2, 6, dtype=torch.float64)
+    noise[:, range(2), range(2)] = 1.0
+    noise[1, 0, 0] = 1e4  # λ_max(B̂) = 0.2 × 1e8 / 2 = 1e7 times the ceiling 1.0
+    noise[2, 0, 0] = math.nan  # left out, as by noise_friction
+    step, steps = noise_limited(0.2, 10, noise, 1.0)
+    assert step == pytest.approx(1.0 / (0.5 * 1e8), rel=1e-9)
+    assert steps == MAX_STEPS_FACTOR * 10
