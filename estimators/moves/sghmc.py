@@ -108,7 +108,12 @@ def noise_limited(
     ceiling / max_m λ_max(B̂_m)), one s for all particles so that they all move by the same
     kernel. Steps × 1/√s keep the distance a move travels (about steps·√η spreads per
     direction), at most ``MAX_STEPS_FACTOR`` times ``steps``."""
-    shrink = ceiling_shrink_of(finite_noise(gradient_noise), step, ceiling)
+    gradient_noise = finite_noise(gradient_noise)
+    # tr B̂ = η ‖G L‖²_F / 2 bounds λ_max(B̂) without a matrix product: a move whose noise is
+    # well within the ceiling (nearly all of them) costs one pass over the noise
+    if bool((0.5 * step * gradient_noise.square().sum((1, 2)) < 0.999 * ceiling).all()):
+        return step, steps
+    shrink = ceiling_shrink_of(gradient_noise, step, ceiling)
     if shrink is None:
         return step, steps
     fraction = float(shrink.min())
@@ -131,7 +136,8 @@ def noise_friction(
     ``gradient_noise`` is G L with V = GᵀG.
 
     The ceiling keeps the total friction at most 1 (no velocity sign flips); where it binds the
-    noisiest direction of that particle stays hotter than π by the clipped amount. B̂ is kept as
+    noisiest direction of that particle stays hotter than π by the clipped amount, which is why
+    the online kernels first shorten the step until it does not (``noise_limited``). B̂ is kept as
     the smaller of the D × D matrix and its R × D factor U, in ``gradient_noise``'s dtype (the
     moves' gradient precision, ``online.precision``); u and B̂u are in the state's. A particle
     whose noise is not finite even in float64 (its gradients overflow, so its trajectory
