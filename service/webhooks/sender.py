@@ -71,13 +71,16 @@ class WebhookSender:
         self._rng = random.Random()
         self._lock = threading.Lock()
         self._busy = 0  # tries handed to the request threads and not settled yet
-        self._tries: queue.SimpleQueue[tuple[str, DeliveryRecord]] = queue.SimpleQueue()
+        # tries for the request threads; None tells one thread to end
+        self._tries: queue.SimpleQueue[tuple[str, DeliveryRecord] | None] = queue.SimpleQueue()
         self._next_sweep = 0.0
 
     def run(self, stop: threading.Event) -> None:
-        """Send until ``stop`` is set. The request threads are daemons: a process that exits
-        mid-try does not wait for the receiver; the lease brings the delivery back."""
-        for index in range(max(1, self.concurrency)):
+        """Send until ``stop`` is set; the request threads end once their try is settled. They
+        are daemons: a process that exits mid-try does not wait for the receiver; the lease
+        brings the delivery back."""
+        threads = max(1, self.concurrency)
+        for index in range(threads):
             threading.Thread(target=self._request_loop, daemon=True,
                              name=f"modelcompare-webhook-{index}").start()
         failures = 0  # passes in a row that Redis failed: the next one waits longer
@@ -92,10 +95,12 @@ class WebhookSender:
                 self._next_sweep = 0.0
             stop.wait(min(self.settings.failure_backoff_max,
                           self.settings.poll_interval * 2.0 ** min(failures, 20)))
+        for _ in range(threads):
+            self._tries.put(None)
 
     def _request_loop(self) -> None:
-        while True:
-            self._try(*self._tries.get())
+        while (item := self._tries.get()) is not None:
+            self._try(*item)
 
     def pass_once(self) -> int:
         """Claim what is due, as far as free request threads allow; deliveries handed out."""
