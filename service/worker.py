@@ -100,7 +100,7 @@ class Worker:
                     if self.housekeeping is not None:
                         self.housekeeping.run_if_due()
                     if not self.run_once():
-                        self.work.wait(self.settings.poll_interval)
+                        self.work.wait(self.settings.poll_interval, stop)
                 except UNAVAILABLE as exc:  # e.g. Redis restarting, a cluster master down
                     log.warning("redis unavailable: %s: %s", type(exc).__name__, exc)
                     self.work.close()  # subscribe again and sweep: messages may be lost

@@ -38,6 +38,9 @@ log = logging.getLogger("modelcompare.work")
 PROGRESS = ("sequence", "next_seq", "catching_up", "halted")
 SWEEP_PAGE = 1000  # comparisons read per pipeline of a sweep
 DRAIN_MAX = 10_000  # messages taken off the channel per pass, at most
+# An idle wait listens in slices this long and looks at its stop event between them: a socket
+# read cannot be interrupted from another thread, and a slice costs a select, no Redis call.
+STOP_CHECK = 0.02
 
 
 def index_pages(client: SyncClient, prefix: str, count: int = SWEEP_PAGE
@@ -183,12 +186,16 @@ class WorkFinder:
             peer.offer(found)
         return len(found)
 
-    def wait(self, timeout: float) -> None:
-        """Sleep until a comparison gets work or ``timeout`` seconds pass. A lost connection
-        (e.g. the node it listened on failed over) is dropped here and opened anew next time,
-        with a sweep."""
+    def wait(self, timeout: float, stop: threading.Event) -> None:
+        """Sleep until a comparison gets work, ``timeout`` seconds pass or ``stop`` is set
+        (seen within ``STOP_CHECK`` seconds). A lost connection (e.g. the node it listened on
+        failed over) is dropped here and opened anew next time, with a sweep."""
         self._listen()
-        self._drain(timeout)
+        deadline = time.monotonic() + timeout
+        while not stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or self._drain(min(left, STOP_CHECK)):
+                return
 
     def _listen(self) -> None:
         if self._pubsub is not None:
@@ -206,20 +213,23 @@ class WorkFinder:
         self._pubsub = pubsub
         self.resync()  # subscribed first, then swept: nothing falls in between
 
-    def _drain(self, timeout: float) -> None:
-        """Take the waiting messages (the first within ``timeout`` seconds) as candidates."""
+    def _drain(self, timeout: float) -> bool:
+        """Take the waiting messages (the first within ``timeout`` seconds) as candidates;
+        whether any came."""
         assert self._pubsub is not None
         try:
             message = self._pubsub.get_message(timeout=timeout)
+            came = message is not None
             for _ in range(DRAIN_MAX):
                 if message is None:
-                    return
+                    return came
                 if message.get("type") == "message":
                     data = message["data"]
                     cid = data.decode() if isinstance(data, bytes) else str(data)
                     self.candidates.add(cid)
                     self.known.add(cid)
                 message = self._pubsub.get_message(timeout=0.0)
+            return came
         except (redis.ConnectionError, redis.TimeoutError, OSError):
             self.close()
             raise

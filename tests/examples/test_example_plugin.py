@@ -25,6 +25,7 @@ def run_plugin_tests(site: Path, markers: str) -> subprocess.CompletedProcess[st
         cwd=SOURCE, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_the_plugins_own_tests_pass(plugin_site: Path) -> None:
     done = run_plugin_tests(plugin_site, "not slow")
     assert done.returncode == 0, done.stdout + done.stderr

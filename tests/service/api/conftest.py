@@ -12,10 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 from browser import chromium
 from playwright.sync_api import Browser
-from service_server import LOCAL_REDIS, delete_prefix, free_port, local_redis_available
+from service_server import (
+    LOCAL_REDIS,
+    PromptServer,
+    delete_prefix,
+    free_port,
+    local_redis_available,
+)
 
 from modelcompare.service.api.http import server_config
 from modelcompare.service.api.main import create_app
@@ -29,13 +34,13 @@ def serve() -> Iterator[Any]:
     """Start ``modelcompare serve``'s server (its uvicorn config) on 127.0.0.1:6379."""
     if not local_redis_available():
         pytest.skip("no Redis at 127.0.0.1:6379")
-    running: list[tuple[uvicorn.Server, threading.Thread, str]] = []
+    running: list[tuple[PromptServer, threading.Thread, str]] = []
 
     def start(**overrides: Any) -> tuple[str, int]:
         prefix = f"mctest-{uuid.uuid4().hex[:10]}"
         settings = Settings(redis_url=LOCAL_REDIS, key_prefix=prefix, port=free_port(),
                             embedded_worker=True, poll_interval=0.1, **overrides)
-        server = uvicorn.Server(server_config(create_app(settings), settings, "warning"))
+        server = PromptServer(server_config(create_app(settings), settings, "warning"))
         thread = threading.Thread(target=server.run, daemon=True)
         thread.start()
         deadline = time.monotonic() + 30

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 from service_server import LOCAL_REDIS, free_port, local_redis_available
 
 from modelcompare.service.store.health import Readiness, Unreachable, cluster_problem
@@ -30,7 +32,9 @@ def test_a_redis_that_answers_is_ready() -> None:
 
 def test_a_redis_that_does_not_answer_is_unreachable_with_the_reason() -> None:
     async def check() -> None:
-        client = aioredis.Redis(port=free_port(), socket_connect_timeout=1)
+        # no retries: redis-py's default backoff would spend seconds on a refused port
+        client = aioredis.Redis(port=free_port(), socket_connect_timeout=1,
+                                retry=Retry(NoBackoff(), 0))
         try:
             await Readiness(client).check()
         finally:

@@ -76,7 +76,6 @@ def test_an_idle_worker_reads_no_comparison(start_server: StartServer) -> None:
     assert sent < 10, sent  # (INFO itself counts one)
 
 
-@pytest.mark.slow  # the worker ends its 30 s wait on the channel before it stops
 def test_work_is_picked_up_when_announced_not_polled(start_server: StartServer) -> None:
     """With a poll interval of 30 s, chunks are still applied within a second or so: the
     ingest's message wakes the worker, for a comparison made before it started and after."""
@@ -174,6 +173,25 @@ def test_a_dead_workers_comparison_is_taken_over_without_a_sweep(
 
 
 @pytest.mark.e2e
+def test_a_stopped_idle_worker_ends_without_waiting_out_its_poll_interval(
+    start_server: StartServer,
+) -> None:
+    """Asleep on the channel with a 30 s poll interval, a worker whose stop is set returns
+    within a fraction of a second: a shutdown never waits out the wait."""
+    server = start_server("embedded", embedded_worker=False)
+    worker = _worker(server, "sleeper", poll_interval=30.0, work_sweep_interval=600.0)
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,), daemon=True)
+    thread.start()
+    _until(lambda: worker.work.sweeps == 1, 10)
+    time.sleep(0.2)  # asleep on the channel now
+    stopped = time.monotonic()
+    stop.set()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    assert time.monotonic() - stopped < 0.5
+
+
 def test_an_idle_worker_process_costs_little_cpu(tmp_path: Path) -> None:
     """A real `modelcompare worker` process beside 300 idle comparisons: under 3 % of a core
     while idle, and a chunk sent then is applied well within a second or two."""
