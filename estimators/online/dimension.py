@@ -41,6 +41,7 @@ from modelcompare.estimators.settings import Settings
 
 REFERENCE_PARAMETERS = 44
 TRIGGERS = ("careful_steps", "surprise_steps")  # × √(D / 44)
+LADDER = ("ess_target",)  # its χ² = 1/ESS − 1 × 44 / D: SGHMC methods only
 SGHMC_STEPS, SGHMC_RATE = ("steps",), ("lr",)  # × √(D / 44), × 44 / D: SGHMC moves only
 # × D / 44 up to the field's bound, and × √(D / 44): for SGHMC moves only
 EXACT_PHASE, EXACT_MOVES = ("full_batch_rows",), ("hmc_moves",)
@@ -66,6 +67,9 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
     update: dict[str, float] = {
         name: round(getattr(settings, name) * math.sqrt(ratio)) for name in root_scaled}
     update |= {name: getattr(settings, name) / ratio for name in inverse_scaled}
+    if moves and unset(LADDER):
+        chi_square = 1.0 / settings.ess_target - 1.0  # of each step's weights
+        update["ess_target"] = 1.0 / (1.0 + chi_square / ratio)
     update |= {name: min(round(getattr(settings, name) * ratio), upper_bound(settings, name))
                for name in linear_scaled}
     return settings.model_copy(update=update)
