@@ -139,7 +139,8 @@ class LadderSettings(Settings):
         0.8,
         gt=0.0,
         le=0.99,
-        description="conditional-ESS fraction each annealing step keeps (bisection on Δ)",
+        description="conditional-ESS fraction each annealing step keeps (bisection on Δ); left "
+        "unset, its χ² = 1/ESS − 1 × 44 / D for SGHMC methods with a model of D > 44 parameters",
     )
     resample_threshold: Advanced[float] = Field(
         0.5, ge=0.0, le=1.0, description="resample when ESS / M falls below this"

@@ -1,7 +1,8 @@
 """Past 44 parameters the settings a user left at their defaults scale with D: the careful and
 surprise step-count triggers and the SGHMC steps per move as √(D / 44), the SGHMC learning rate
-as 44 / D, the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44);
-below that, and wherever the user set them, they are the settings' own."""
+as 44 / D, the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44),
+and the ladder's χ² per step (1/ESS − 1) as 44 / D; below that, and wherever the user set them,
+they are the settings' own."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import pytest
 from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS, scaled_to_dimension
 from modelcompare.estimators.online.settings import MinibatchMHSettings, SGAISSettings
 
-SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows", "hmc_moves"}
+SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows", "hmc_moves",
+          "ess_target"}
 
 
 @pytest.mark.parametrize("dim", [1, 21, REFERENCE_PARAMETERS])
@@ -21,11 +23,11 @@ def test_models_up_to_the_reference_size_keep_the_settings(dim: int) -> None:
     assert scaled_to_dimension(settings, dim) is settings
 
 
-@pytest.mark.parametrize(("dim", "triggers", "steps", "exact_rows"),
-                         [(45, 8, 20, 511), (81, 11, 27, 920), (161, 15, 38, 1830),
-                          (200, 17, 43, 2000)])
+@pytest.mark.parametrize(("dim", "triggers", "steps", "exact_rows", "ess_target"),
+                         [(45, 8, 20, 511, 0.8036), (81, 11, 27, 920, 0.8804),
+                          (161, 15, 38, 1830, 0.9360), (200, 17, 43, 2000, 0.9479)])
 def test_larger_models_scale_the_defaults(
-    dim: int, triggers: int, steps: int, exact_rows: int
+    dim: int, triggers: int, steps: int, exact_rows: int, ess_target: float
 ) -> None:
     scaled = scaled_to_dimension(SGAISSettings.parse({}), dim)
     root = math.sqrt(dim / REFERENCE_PARAMETERS)
@@ -38,15 +40,21 @@ def test_larger_models_scale_the_defaults(
         triggers, triggers, steps)
     assert scaled.lr == pytest.approx(0.025 * REFERENCE_PARAMETERS / dim, rel=1e-15)
     assert scaled.careful.lr == scaled.lr  # the careful steps' moves take the scaled rate
+    # χ² = 1/ESS − 1 = 0.25 at the default 0.8, × 44 / D
+    assert 1 / scaled.ess_target - 1 == pytest.approx(0.25 * REFERENCE_PARAMETERS / dim)
+    assert scaled.ess_target == pytest.approx(ess_target, abs=5e-5)
+    assert scaled.careful.ess_target == 0.98  # the careful steps keep their own target
     assert scaled.model_dump(exclude=SCALED) == SGAISSettings.parse({}).model_dump(
         exclude=SCALED)
 
 
 def test_a_setting_the_user_gave_is_kept() -> None:
     scaled = scaled_to_dimension(
-        SGAISSettings.parse({"careful_steps": 8, "lr": 0.05, "full_batch_rows": 300}), 161)
+        SGAISSettings.parse({"careful_steps": 8, "lr": 0.05, "full_batch_rows": 300,
+                             "ess_target": 0.7}), 161)
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr,
-            scaled.full_batch_rows, scaled.hmc_moves) == (8, 15, 38, 0.05, 300, 15)
+            scaled.full_batch_rows, scaled.hmc_moves, scaled.ess_target) == (
+        8, 15, 38, 0.05, 300, 15, 0.7)
     # the old name sets both triggers (extension_settings.renamed): both kept
     both = scaled_to_dimension(SGAISSettings.parse({"surprise_steps": 9}), 161)
     assert (both.careful_steps, both.surprise_steps) == (9, 9)
