@@ -73,9 +73,9 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
     update: dict[str, float] = {
         name: round(getattr(settings, name) * math.sqrt(ratio)) for name in root_scaled}
     update |= {name: getattr(settings, name) / ratio for name in inverse_scaled}
-    if moves and unset(LADDER):
-        chi_square = 1.0 / settings.ess_target - 1.0  # of each step's weights
-        update["ess_target"] = 1.0 / (1.0 + chi_square / ratio)
+    # each step's χ² = 1/ESS − 1 (of its weights) × 44 / D
+    update |= {name: 1.0 / (1.0 + (1.0 / getattr(settings, name) - 1.0) / ratio)
+               for name in (unset(LADDER) if moves else [])}
     update |= {name: min(round(getattr(settings, name) * ratio), upper_bound(settings, name))
                for name in linear_scaled}
     return settings.model_copy(update=update)
