@@ -142,8 +142,10 @@ class Queue:
         return Keys(self.prefix, cid)
 
     def acquire(self, cid: str, ttl: float) -> bool:
-        """Take the comparison's lease for ``ttl`` seconds, or extend it if it is already ours."""
-        return bool(self._acquire(keys=[self.keys(cid).lease], args=[self.consumer, _ms(ttl)]))
+        """Take the comparison's lease for ``ttl`` seconds, or extend it if it is already ours
+        (False: another worker holds it, or the comparison is gone)."""
+        keys = self.keys(cid)
+        return bool(self._acquire(keys=[keys.lease, keys.meta], args=[self.consumer, _ms(ttl)]))
 
     def renew(self, cid: str, ttl: float) -> bool:
         return bool(self._renew(keys=[self.keys(cid).lease], args=[self.consumer, _ms(ttl)]))

@@ -261,10 +261,12 @@ if redis.call('DEL', KEYS[1]) == 0 then return 0 end
 return 1
 """)
 
-# KEYS: lease. ARGV: token, ttl ms. Takes the lease when it is free or already the caller's
-# (re-entrant: a lease that survived a Redis restart in the AOF goes straight back to its
-# holder, which need not wait for it to expire); sets its time to live.
+# KEYS: lease, meta. ARGV: token, ttl ms. Takes the lease when it is free or already the
+# caller's (re-entrant: a lease that survived a Redis restart in the AOF goes straight back to
+# its holder, which need not wait for it to expire); sets its time to live. Never for a deleted
+# comparison: a lease taken after the delete's sweep of its keys would be left behind.
 ACQUIRE = """
+if redis.call('EXISTS', KEYS[2]) == 0 then return 0 end
 local holder = redis.call('GET', KEYS[1])
 if holder and holder ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
