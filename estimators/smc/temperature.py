@@ -12,6 +12,12 @@ from torch import Tensor
 
 from modelcompare.estimators.smc.weights import conditional_ess_normalized, log_normalize
 
+# The smallest increment a rule takes, as a fraction of the way left: a smaller one stalls the
+# ladder (``tempered.step`` raises).
+SMALLEST_STEP = 1e-12
+# Fewer particles' worth of weight than this surviving the smallest step: the ladder stalls.
+FEWEST_SURVIVORS = 1.0
+
 
 def next_increment(
     log_weights: Tensor,
@@ -26,6 +32,14 @@ def next_increment(
 
     CESS(Δ) decreases in Δ, so bisection on [0, remaining] converges; it stops once CESS/M is
     within ``tolerance`` of the target.
+
+    Particles whose likelihood of the piece is negligibly small beside the others' (a spread of
+    ~10¹² nats or more: a move left them far out in the tails) lose their weight at any step:
+    with their weight fraction p gone, CESS(Δ) = (1 − p)·CESS_S(Δ), CESS_S that of the
+    survivors. No Δ then keeps the target when p > 1 − target; the survivors' CESS is kept at it
+    instead, from the smallest step on. The step's increment log Σ W_i w_i counts the weight
+    lost, so log Ẑ stays consistent. 0 when less than ``FEWEST_SURVIVORS`` particles' worth of
+    weight would survive.
     """
     m = log_weights.shape[0]
     normalized = log_normalize(log_weights)  # the same at every Δ tried
@@ -35,7 +49,14 @@ def next_increment(
 
     if fraction(remaining) >= target_fraction:
         return remaining
+    smallest = SMALLEST_STEP * remaining
+    surviving = fraction(smallest)
+    if surviving * m < FEWEST_SURVIVORS:
+        return 0.0
     low, high = 0.0, remaining
+    if surviving < target_fraction:  # the survivors' CESS at the target
+        target_fraction, tolerance = target_fraction * surviving, tolerance * surviving
+        low = smallest
     for _ in range(max_iterations):
         mid = 0.5 * (low + high)
         value = fraction(mid)

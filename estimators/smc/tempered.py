@@ -33,7 +33,7 @@ from modelcompare.estimators.smc.control_variates import controlled_log_mean_inc
 from modelcompare.estimators.smc.covariance import particle_scale
 from modelcompare.estimators.smc.relabeling import Relabel
 from modelcompare.estimators.smc.resampling import Selection
-from modelcompare.estimators.smc.temperature import TemperatureRule
+from modelcompare.estimators.smc.temperature import SMALLEST_STEP, TemperatureRule
 from modelcompare.estimators.smc.weights import ess, log_mean_increment, log_normalize
 
 PlanT = TypeVar("PlanT")  # what decides each step's parts (``anneal_planned``)
@@ -110,7 +110,7 @@ def step(
 ) -> tuple[TemperedState, StepInfo]:
     remaining = 1.0 - state.temperature
     delta = smc.temperature_rule(state.log_weights, state.log_likelihood, remaining)
-    if delta < 1e-12 * remaining:
+    if delta < SMALLEST_STEP * remaining:
         spread = float(state.log_likelihood.max() - state.log_likelihood.min())
         raise EstimatorError(
             f"annealing stalled at λ = {state.temperature:.3g}: the log-likelihood spans "

@@ -42,3 +42,25 @@ def test_increment_shrinks_as_the_target_rises() -> None:
     log_w, log_lik = setup(1, 300.0)
     deltas = [next_increment(log_w, log_lik, 1.0, t) for t in (0.2, 0.5, 0.9)]
     assert deltas[0] > deltas[1] > deltas[2] > 0.0
+
+
+def test_particles_the_piece_rules_out_lose_their_weight_and_the_survivors_keep_the_target(
+) -> None:
+    """A quarter of the weight on particles 10³⁷ nats below the rest: every Δ > 0 takes the
+    conditional ESS under 0.9; the survivors' conditional ESS is kept at it instead."""
+    log_w, log_lik = setup(2, 300.0)
+    out = torch.arange(M) % 4 == 0
+    log_lik = torch.where(out, torch.full_like(log_lik, -5e37), log_lik)
+    lost = float(torch.softmax(log_w, 0)[out].sum())
+    delta = next_increment(log_w, log_lik, 1.0, 0.9)
+    assert 0.0 < delta < 1.0
+    survivors = conditional_ess(log_w[~out], delta * log_lik[~out]) / int((~out).sum())
+    assert survivors == pytest.approx(0.9, abs=1e-4)
+    assert conditional_ess(log_w, delta * log_lik) / M == pytest.approx((1 - lost) * 0.9, abs=1e-4)
+
+
+def test_no_step_when_less_than_one_particles_worth_of_weight_survives() -> None:
+    log_w = torch.log_softmax(torch.tensor([-30.0] + [0.0] * (M - 1), dtype=torch.float64), 0)
+    log_lik = torch.full((M,), -5e37, dtype=torch.float64)
+    log_lik[0] = -10.0  # the only particle the piece leaves a chance holds e⁻³⁰ of the weight
+    assert next_increment(log_w, log_lik, 1.0, 0.5) == 0.0

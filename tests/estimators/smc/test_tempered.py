@@ -77,6 +77,26 @@ def test_without_moves_or_resampling_the_ladder_telescopes_to_importance_samplin
     assert all(not s.resampled for s in steps)
 
 
+def test_particles_the_piece_rules_out_are_weighted_out_and_log_z_still_telescopes() -> None:
+    """A quarter of the particles 10³⁰ nats below the rest on the piece: no Δ keeps the
+    conditional ESS, the ladder goes on with the survivors, and the increments still multiply
+    to the importance-sampling estimate (which those particles add nothing to)."""
+    model, theta, y = coin(40, 0)
+    ruled_out = theta[:, 0] > theta[:, 0].quantile(0.75)
+
+    def log_likelihood(particles: torch.Tensor) -> torch.Tensor:
+        far = particles[:, 0] > theta[:, 0].quantile(0.75)
+        return model.log_likelihood(particles, None, y).sum(-1) - 1e30 * far
+
+    smc = parts(model, y, log_likelihood=log_likelihood, temperature_rule=adaptive(0.9))
+    final, steps = anneal(smc, start(smc, theta, uniform(2000)), torch.Generator(), 100)
+    log_lik = model.log_likelihood(theta, None, y).sum(-1)[~ruled_out]
+    direct = float(torch.logsumexp(log_lik, 0) - math.log(2000))
+    assert final.temperature == 1.0 and steps[0].ess < 0.76 * 2000
+    assert sum(s.log_evidence_increment for s in steps) == pytest.approx(direct, abs=1e-10)
+    assert float(torch.exp(final.log_weights[ruled_out]).sum()) == 0.0
+
+
 def test_adaptive_steps_keep_the_target_ess_and_resampling_resets_weights() -> None:
     model, theta, y = coin(40, 1)
     smc = parts(model, y, selection=resample_below(0.5, RESAMPLERS["systematic"]))
