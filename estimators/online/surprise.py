@@ -52,11 +52,12 @@ def rejuvenated(env: PieceEnv, piece: Annealed, moves: int) -> Annealed:
         check_deadline, env.deadline, Progress(env.absorbed_rows, 1.0, len(piece.steps))
     )
     particles = piece.particles
+    log_likelihood = smc.log_likelihood(particles)
     for _ in range(moves):
         checkpoint()
         scale = particle_scale(particles, piece.log_weights)
         moved = smc.move(particles, 1.0, scale, env.generator, checkpoint).particles
-        particles = settled(smc, particles, moved)[0]
+        particles, log_likelihood, _ = settled(smc, particles, moved, 1.0, log_likelihood)
     if fresh is None:
         return piece._replace(particles=particles, extra_moves=True)
     return piece._replace(particles=particles, anchor=fresh, reanchored=True, extra_moves=True)

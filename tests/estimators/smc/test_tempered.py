@@ -226,6 +226,37 @@ def test_a_move_that_leaves_the_domain_is_undone_for_those_particles() -> None:
                                model.log_likelihood(state.particles, None, y).sum(-1))
 
 
+def test_a_move_that_sends_particles_far_into_the_tails_is_undone_for_those_particles() -> None:
+    """A move sends every fourth particle 10³ spreads out, where λ·log p(piece | θ) falls by
+    millions of nats: those stay where they were and count as diverged; a move that loses less
+    than ``DIVERGED_NATS`` beyond the cloud's spread is kept, however unlikely."""
+    model, theta, y = coin(40, 3)
+
+    def piece(t: torch.Tensor) -> torch.Tensor:
+        return -50.0 * (t[:, 0] - 0.7) ** 2  # spread over (0, 1): under 25 nats
+
+    def some_astray(
+        theta: torch.Tensor,
+        temperature: float,
+        scale: torch.Tensor,
+        generator: torch.Generator,
+        checkpoint: Checkpoint,
+    ) -> Moved:
+        moved = theta * 0.9
+        moved[::4] += 1e3
+        moved[1::4] = theta[1::4] + 1.0  # up to 50 nats lost: within 1000 / λ of the spread
+        return Moved(moved, ())
+
+    smc = parts(model, y, move=some_astray, log_likelihood=piece)
+    state, info = step(smc, start(smc, theta, uniform(2000)), torch.Generator(), lambda: None)
+    assert 0.0 < state.temperature < 1.0
+    assert torch.equal(state.particles[::4], theta[::4])
+    torch.testing.assert_close(state.particles[1::4], theta[1::4] + 1.0)
+    torch.testing.assert_close(state.particles[2::4], theta[2::4] * 0.9)
+    torch.testing.assert_close(state.log_likelihood, piece(state.particles))
+    assert info.diverged == 0.25
+
+
 @pytest.mark.slow
 def test_the_control_variates_correct_only_the_first_step() -> None:
     """The controls are asked for once per ladder, at λ = 0, and only that step carries their
