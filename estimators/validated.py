@@ -5,9 +5,9 @@ default settings have 44 parameters (softmax regression, 10 inputs × 4 classes,
 ``benchmarks/calibration.py``; linear regression up to D = 41 in ``benchmarks/dimension.py``).
 Past that, ``benchmarks/dimension.py`` finds linear regression calibrated up to D = 161, but
 Poisson and softmax regressions of about 100 parameters off by more than their standard errors
-(RMS z 1.5 and 1.2, one Poisson data set failed; docs/guide/models.md, "Models with many
-parameters"), so a model's evidence is reported with a warning, not refused: it may still rank
-models whose log Z differ by more than that.
+(RMS z 1.5 and 1.2; docs/guide/models.md, "Models with many parameters"), so a model's
+evidence is reported with a warning, not refused: it may still rank models whose log Z differ
+by more than that.
 """
 
 from __future__ import annotations

@@ -32,8 +32,8 @@ class ChunkReport(NamedTuple):
 
 
 def diverged_fraction(reports: tuple[PieceReport, ...]) -> float:
-    """Mean fraction of unadjusted (SGHMC) trajectories undone as diverged over a chunk's
-    steps (NaN if none ran)."""
+    """Mean fraction of the moves undone as diverged over a chunk's steps (NaN where none
+    reports one: exact moves that undid nothing)."""
     fractions = [
         info.diverged for report in reports for info in report.steps if info.diverged is not None
     ]

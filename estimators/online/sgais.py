@@ -56,8 +56,9 @@ class SGAISInfo:
     reanchors: int  # control-variate anchors (re)set
     surprises: int  # pieces followed by surprise moves (``surprise``)
     acceptance_rate: float  # mean Metropolis acceptance of the tested moves (NaN if none)
-    # fraction of the SGHMC trajectories undone as diverged (NaN if none ran): near 0 on healthy
-    # streams; a large one means the moves are not moving the particles, and log Z and its
+    # fraction of the moves undone as diverged (SGHMC trajectories, and any move into the far
+    # tails: ``smc.tempered.settled``; NaN where the moves are exact and none was): near 0 on
+    # healthy streams; a large one means the moves are not moving the particles, and log Z and its
     # standard error are not to be trusted (benchmarks/README.md, "sorted mixture")
     diverged_fraction: float
     # log Z was estimated again from the prior over every row seen, shuffled (``reestimate``):

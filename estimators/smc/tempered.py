@@ -96,7 +96,8 @@ class StepInfo(NamedTuple):
     # the selection, and the selection's ancestor indices (None: not resampled)
     reweighted_log_weights: Tensor | None = None
     ancestors: Tensor | None = None
-    diverged: float | None = None  # the move's ``Moved.diverged``
+    # the move's ``Moved.diverged`` plus the fraction ``settled`` undid (None: neither reports)
+    diverged: float | None = None
     # (M,) each particle's share of the control variates' correction (``control_variates``),
     # indexed as ``reweighted_log_weights``; None: a plain increment
     control_influence: Tensor | None = None
