@@ -244,11 +244,11 @@ def settled(
     spread = float(finite.max() - finite.min()) if finite.numel() else 0.0
     lost = temperature * (start_likelihood - log_likelihood - spread)
     undone = torch.isnan(log_likelihood) | (lost > DIVERGED_NATS)
-    if bool(undone.any()):
-        after = torch.where(undone[:, None], before, after)
-        log_likelihood = torch.where(undone, start_likelihood, log_likelihood)
-    fraction = float(undone.to(after.dtype).mean()) if bool(undone.any()) else 0.0
-    return Settled(after, checked_log_likelihood(log_likelihood), fraction)
+    if not bool(undone.any()):
+        return Settled(after, checked_log_likelihood(log_likelihood), 0.0)
+    after = torch.where(undone[:, None], before, after)
+    log_likelihood = torch.where(undone, start_likelihood, log_likelihood)
+    return Settled(after, checked_log_likelihood(log_likelihood), float(undone.double().mean()))
 
 
 def checked_log_likelihood(log_likelihood: Tensor) -> Tensor:
