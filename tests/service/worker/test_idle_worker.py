@@ -192,6 +192,7 @@ def test_a_stopped_idle_worker_ends_without_waiting_out_its_poll_interval(
     assert time.monotonic() - stopped < 0.5
 
 
+@pytest.mark.slow  # a real deployment watched idle for 5 s: 12 s
 def test_an_idle_worker_process_costs_little_cpu(tmp_path: Path) -> None:
     """A real `modelcompare worker` process beside 300 idle comparisons: under 3 % of a core
     while idle, and a chunk sent then is applied well within a second or two."""
