@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from modelcompare.estimators.errors import EstimatorError
 from modelcompare.estimators.smc.resampling import RESAMPLERS, drop_weights, resample_below
 from modelcompare.estimators.smc.temperature import adaptive, all_at_once
 from modelcompare.estimators.smc.tempered import (
+    Move,
     Moved,
     TemperedSMC,
     anneal,
@@ -35,14 +37,22 @@ def coin(rows: int, seed: int) -> tuple[BetaBernoulli, torch.Tensor, torch.Tenso
     return model, model.sample_prior(2000, g), y
 
 
-def still(
-    theta: torch.Tensor,
-    temperature: float,
-    scale: torch.Tensor,
-    generator: torch.Generator,
-    checkpoint: Checkpoint,
-) -> Moved:
-    return Moved(theta, ())
+def to(position: Callable[[torch.Tensor], torch.Tensor]) -> Move:
+    """A move that sends the particles θ to ``position(θ)`` whatever λ and the mass factor."""
+
+    def move(
+        theta: torch.Tensor,
+        temperature: float,
+        scale: torch.Tensor,
+        generator: torch.Generator,
+        checkpoint: Checkpoint,
+    ) -> Moved:
+        return Moved(position(theta), ())
+
+    return move
+
+
+still = to(lambda theta: theta)
 
 
 def parts(model: BetaBernoulli, y: torch.Tensor, **kwargs: Any) -> TemperedSMC:
@@ -171,18 +181,12 @@ def test_a_plan_advanced_from_each_state_gives_the_parts_of_every_later_step() -
     model, theta, y = coin(40, 3)
     calls: list[str] = []
 
-    def move_of(name: str) -> Any:
-        def move(
-            theta: torch.Tensor,
-            temperature: float,
-            scale: torch.Tensor,
-            generator: torch.Generator,
-            checkpoint: Checkpoint,
-        ) -> Moved:
+    def move_of(name: str) -> Move:
+        def position(theta: torch.Tensor) -> torch.Tensor:
             calls.append(name)
-            return Moved(theta, ())
+            return theta
 
-        return move
+        return to(position)
 
     first, later = parts(model, y, move=move_of("first")), parts(model, y, move=move_of("later"))
     refreshed: list[float] = []
@@ -206,18 +210,12 @@ def test_a_move_that_leaves_the_domain_is_undone_for_those_particles() -> None:
     log-likelihoods are those of the positions kept."""
     model, theta, y = coin(40, 3)
 
-    def half_astray(
-        theta: torch.Tensor,
-        temperature: float,
-        scale: torch.Tensor,
-        generator: torch.Generator,
-        checkpoint: Checkpoint,
-    ) -> Moved:
+    def half_astray(theta: torch.Tensor) -> torch.Tensor:
         shifted = (theta * 0.9).clone()
         shifted[::2] = math.nan
-        return Moved(shifted, ())
+        return shifted
 
-    smc = parts(model, y, move=half_astray, log_likelihood=lambda t: model.log_likelihood(
+    smc = parts(model, y, move=to(half_astray), log_likelihood=lambda t: model.log_likelihood(
         t, None, y).sum(-1))
     state, _ = step(smc, start(smc, theta, uniform(2000)), torch.Generator(), lambda: None)
     assert torch.equal(state.particles[::2], theta[::2])
@@ -235,19 +233,13 @@ def test_a_move_that_sends_particles_far_into_the_tails_is_undone_for_those_part
     def piece(t: torch.Tensor) -> torch.Tensor:
         return -50.0 * (t[:, 0] - 0.7) ** 2  # spread over (0, 1): under 25 nats
 
-    def some_astray(
-        theta: torch.Tensor,
-        temperature: float,
-        scale: torch.Tensor,
-        generator: torch.Generator,
-        checkpoint: Checkpoint,
-    ) -> Moved:
+    def some_astray(theta: torch.Tensor) -> torch.Tensor:
         moved = theta * 0.9
         moved[::4] += 1e3
         moved[1::4] = theta[1::4] + 1.0  # up to 50 nats lost: within 1000 / λ of the spread
-        return Moved(moved, ())
+        return moved
 
-    smc = parts(model, y, move=some_astray, log_likelihood=piece)
+    smc = parts(model, y, move=to(some_astray), log_likelihood=piece)
     state, info = step(smc, start(smc, theta, uniform(2000)), torch.Generator(), lambda: None)
     assert 0.0 < state.temperature < 1.0
     assert torch.equal(state.particles[::4], theta[::4])
