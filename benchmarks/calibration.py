@@ -81,7 +81,7 @@ from modelcompare.estimators.data.rng import derive_seed
 from modelcompare.estimators.online import standard_error
 from modelcompare.estimators.online.islands import averaged
 from modelcompare.estimators.online.kernel import Annealed
-from modelcompare.estimators.online.spread import FROZEN
+from modelcompare.estimators.online.spread import FROZEN, WIDE
 from modelcompare.estimators.online.state import ParticleState
 from modelcompare.estimators.references.laplace_importance import LaplaceISSettings, run_laplace_is
 from modelcompare.estimators.smc.genealogy import eve_variance, first_generation
@@ -180,11 +180,12 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
     rows seen when it first exceeded the service's warning threshold (``flagged_at``; None:
     never, so the service would report the run's log Z as reliable), and the rows at which log Z
     was re-estimated over the shuffled rows (``restarts``; with ``reestimate_growth``), and the
-    smallest spread of the cloud measured (``min_spread``: about 1 where it follows the
-    posterior) with the rows seen when it first read frozen (``frozen_at``)."""
+    smallest and largest spread of the cloud measured (``min_spread``, ``max_spread``: about 1
+    where it follows the posterior) with the rows seen when it first read frozen (``frozen_at``)
+    or wide (``wide_at``)."""
     delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
     restarts: list[int] = []  # rows at which log Z was re-estimated (``reestimate_growth``)
-    min_spread, frozen_at = math.inf, None
+    min_spread, max_spread, frozen_at, wide_at = math.inf, -math.inf, None, None
     original = standard_error.RULES["genealogy"]
     genealogy = Timed(original)
     recorded = Recorded(genealogy)
@@ -204,9 +205,11 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
                 # the pass's pieces, recorded after the chunk's in-order ones, replace the past
                 del recorded.pieces[: before + info.sub_chunks]
             if not math.isnan(info.spread):
-                min_spread = min(min_spread, info.spread)
+                min_spread, max_spread = min(min_spread, info.spread), max(max_spread, info.spread)
                 if frozen_at is None and info.spread < FROZEN:
                     frozen_at = tracker.n_observations
+                if wide_at is None and info.spread > WIDE:
+                    wide_at = tracker.n_observations
             if not math.isnan(info.diverged_fraction):
                 diverged = max(diverged, info.diverged_fraction)
                 if flagged_at is None and info.diverged_fraction > DIVERGED_WARNING:
@@ -216,7 +219,8 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
                 "seconds": update_seconds, "genealogy_fraction": math.nan,
                 "max_diverged_fraction": diverged, "flagged_at": flagged_at,
                 "restarts": restarts, "min_spread": finite_or_none(min_spread),
-                "frozen_at": frozen_at,
+                "max_spread": finite_or_none(max_spread), "frozen_at": frozen_at,
+                "wide_at": wide_at,
                 "failed": f"row {start}: {error}"}
     finally:
         standard_error.RULES["genealogy"] = original
@@ -230,7 +234,9 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "flagged_at": flagged_at,
         "restarts": restarts,
         "min_spread": finite_or_none(min_spread),
+        "max_spread": finite_or_none(max_spread),
         "frozen_at": frozen_at,
+        "wide_at": wide_at,
         # one system's pieces in order (``islands`` interleave several systems' pieces)
         "stderr_lagged": [math.sqrt(max(v, 0.0)) for v in lagged_variances(recorded.pieces)]
         if recorded.pieces and settings.get("islands", 1) == 1 else None,
@@ -518,6 +524,7 @@ def main() -> None:
                     f"{result['seconds']:.1f} s, diverged ≤ {result['max_diverged_fraction']:.2f}"
                     + (f" (flagged at row {result['flagged_at']})" if result["flagged_at"] else "")
                     + (f", frozen at row {result['frozen_at']}" if result["frozen_at"] else "")
+                    + (f", wide at row {result['wide_at']}" if result["wide_at"] else "")
                     + (
                         f"; main error {result['main_error']:+7.2f} ± {result['main_stderr']:.2f}"
                         if args.baseline

@@ -42,6 +42,7 @@ class Reliability(Record):
     diverged_updates: int = 0
     first_diverged_at: int | None = None
     frozen_at: int | None = None
+    wide_at: int | None = None
 
 
 class Reading(Record):

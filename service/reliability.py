@@ -15,14 +15,16 @@ even after a re-estimate: see docs/design/re-estimates.md); it then explains eve
 annealing step, log Z drifts thousands of nats low, and its standard error is that of one
 particle. The update's ``spread`` (``modelcompare.estimators.online.spread``: the cloud's width in
 units of the posterior's, about 1 while it follows it) shows it: below ``FROZEN`` marks the model
-too.
+too. So does a cloud far wider than the posterior (above ``WIDE``): the particles no longer follow
+it, as on a sorted mixture stream whose first new region the moves did not reach, and log Z can be
+tens of nats low without a diverged move.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from modelcompare.estimators.online.spread import FROZEN
+from modelcompare.estimators.online.spread import FROZEN, WIDE
 from modelcompare.service.progress import Reliability
 
 
@@ -31,7 +33,8 @@ def observe(record: Reliability, info: dict[str, Any] | None, n_observations: in
     """The record with an update folded in (its ``info.diverged_fraction`` and ``info.spread``,
     ``n_observations`` rows seen after it). An update counts as diverged when its fraction
     exceeds ``threshold``; ``first_diverged_at`` is the rows seen after the first such update,
-    and ``frozen_at`` after the first whose spread was below ``FROZEN``."""
+    ``frozen_at`` after the first whose spread was below ``FROZEN`` and ``wide_at`` after the
+    first whose spread was above ``WIDE``."""
     info = info or {}
     fraction, spread = info.get("diverged_fraction"), info.get("spread")
     largest, diverged, first = (record.max_diverged_fraction, record.diverged_updates,
@@ -41,9 +44,11 @@ def observe(record: Reliability, info: dict[str, Any] | None, n_observations: in
         if fraction > threshold:
             diverged += 1
             first = n_observations if first is None else first
-    frozen = record.frozen_at
+    frozen, wide = record.frozen_at, record.wide_at
     if spread is not None and spread < FROZEN and frozen is None:
         frozen = n_observations
+    if spread is not None and spread > WIDE and wide is None:
+        wide = n_observations
     reasons = []
     if diverged:
         reasons.append(
@@ -56,6 +61,11 @@ def observe(record: Reliability, info: dict[str, Any] | None, n_observations: in
             f"the particles had collapsed onto one point by row {frozen} (their spread under "
             f"{FROZEN:g} of the posterior's variance)"
         )
+    if wide is not None:
+        reasons.append(
+            f"the particles had spread far wider than the posterior by row {wide} (their spread "
+            f"over {WIDE:g} times the posterior's variance)"
+        )
     reason = "; ".join(reasons) + ", and log Z may be off by more than its standard error"
     return Reliability(
         reliable=record.reliable and not reasons,
@@ -64,4 +74,5 @@ def observe(record: Reliability, info: dict[str, Any] | None, n_observations: in
         diverged_updates=diverged,
         first_diverged_at=first,
         frozen_at=frozen,
+        wide_at=wide,
     )

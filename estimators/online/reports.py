@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from modelcompare.estimators.online.spread import FROZEN
+from modelcompare.estimators.online.spread import FROZEN, WIDE
 from modelcompare.estimators.smc.tempered import StepInfo
 
 # an update that undid more than this fraction of its SGHMC trajectories as diverged is astray
@@ -49,7 +49,8 @@ def accepted_fraction(reports: tuple[PieceReport, ...]) -> float:
 def astray(reports: tuple[PieceReport, ...], spread: float) -> bool:
     """Whether a chunk (or a re-estimate) left the particle system broken: more than
     ``DIVERGED`` of its SGHMC trajectories undone as diverged, or its cloud frozen (``spread``
-    below ``FROZEN``; NaN where not measured). A surprising piece alone is not a sign: an
-    i.i.d. stream's pieces just after the exact phase take long ladders too, and the extra
-    moves that follow one (``surprise``) are the answer to it (docs/design/re-estimates.md)."""
-    return diverged_fraction(reports) > DIVERGED or spread < FROZEN
+    below ``FROZEN``) or wide (above ``WIDE``; NaN where not measured). A surprising piece
+    alone is not a sign: an i.i.d. stream's pieces just after the exact phase take long
+    ladders too, and the extra moves that follow one (``surprise``) are the answer to it
+    (docs/design/re-estimates.md)."""
+    return diverged_fraction(reports) > DIVERGED or spread < FROZEN or spread > WIDE

@@ -65,7 +65,8 @@ class SGAISInfo:
     # ``log_evidence_increment`` is then that of the chunk's in-order pass, not log Z's change
     reestimated: bool
     # the cloud's width in units of the posterior's (``spread``): about 1 while it follows the
-    # posterior, below ``spread.FROZEN`` once it has collapsed. NaN where not measured: while the
+    # posterior, below ``spread.FROZEN`` once it has collapsed, above ``spread.WIDE`` once it no
+    # longer follows the posterior. NaN where not measured: while the
     # moves are exact, and where no re-estimate can come (off, or n past ``reestimate_max_rows``)
     # on updates that cross no multiple of 2,000 rows
     spread: float

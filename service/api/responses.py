@@ -111,8 +111,9 @@ class WindowEvidence(Body):
 class Reliability(Body):
     reliable: bool = Field(
         description="false for good once an update's SGHMC moves diverged past "
-        "MODELCOMPARE_DIVERGED_WARNING_FRACTION or its particles collapsed (frozen_at): log Z "
-        "may then be off by more than its stderr"
+        "MODELCOMPARE_DIVERGED_WARNING_FRACTION or its particles collapsed (frozen_at) or "
+        "spread far wider than the posterior (wide_at): log Z may then be off by more than its "
+        "stderr"
     )
     reason: str | None = Field(description="why not reliable, or null")
     max_diverged_fraction: float = Field(
@@ -124,6 +125,11 @@ class Reliability(Body):
         None,  # bodies stored before the field existed lack it
         description="rows seen after the first update whose particles had collapsed (info.spread "
         "below 1e-4): log Z may then be off by more than its stderr"
+    )
+    wide_at: int | None = Field(
+        None,  # bodies stored before the field existed lack it
+        description="rows seen after the first update whose particles had spread far wider "
+        "than the posterior (info.spread above 4): log Z may then be off by more than its stderr"
     )
 
 

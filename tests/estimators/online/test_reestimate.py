@@ -100,10 +100,13 @@ def piece(diverged: tuple[float | None, ...], ess: float = 64.0) -> PieceReport:
     return PieceReport(-1.0 * len(steps), 0.0, steps, False, 0.0)
 
 
-def test_divergence_or_a_frozen_cloud_leaves_the_particles_astray_not_a_long_ladder() -> None:
+def test_divergence_or_a_frozen_or_wide_cloud_leaves_the_particles_astray_not_a_long_ladder(
+) -> None:
     assert astray((piece((0.3, 0.0)),), 1.0)  # 15% of the chunk's trajectories diverged
     assert not astray((piece((0.1, 0.1)), piece((0.0,))), 1.0)
     assert astray((piece((None,)),), 1e-6)  # frozen
+    assert astray((piece((0.0,)),), 4.5)  # wide
+    assert not astray((piece((0.0,)),), 1.3)  # the widest a healthy stream read
     assert not astray((piece((None,)),), math.nan)  # spread not measured
     # 40 steps, the ESS at 1 of 64: surprising, and nothing broken
     assert not astray((piece((0.0,) * 40, ess=1.0),), 0.9)

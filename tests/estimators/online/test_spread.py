@@ -1,5 +1,6 @@
 """The cloud's spread in units of the posterior's: about 1 for exact posterior draws of a
-conjugate model, far below ``FROZEN`` for a cloud collapsed onto one point, the update's
+conjugate model, far below ``FROZEN`` for a cloud collapsed onto one point, above ``WIDE`` for
+one wider than the posterior or split between two places, the update's
 generator untouched, and which updates measure it."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import torch
 
 from modelcompare.estimators import OnlineEvidence
 from modelcompare.estimators.data.history import Rows, RowsHistory
-from modelcompare.estimators.online.spread import FROZEN, SPREAD_ROWS, relative_spread
+from modelcompare.estimators.online.spread import FROZEN, SPREAD_ROWS, WIDE, relative_spread
 from modelcompare.models import LinearRegression
 
 F64 = torch.float64
@@ -56,6 +57,26 @@ def test_a_collapsed_cloud_is_frozen() -> None:
     heavy = torch.full((64,), -1e3, dtype=F64)
     heavy[5] = 0.0
     assert relative_spread(model, draws, heavy, seen, torch.Generator().manual_seed(0)) < FROZEN
+
+
+def test_a_cloud_wider_than_the_posterior_is_wide() -> None:
+    model, draws, seen = posterior_draws(2000, 4000)
+    equal = torch.full((4000,), -torch.log(torch.tensor(4000.0, dtype=F64)), dtype=F64)
+    centre = draws.mean(0)
+    # three times the posterior's standard deviation: a spread of about 9
+    tripled = centre + 3.0 * (draws - centre)
+    assert relative_spread(model, tripled, equal, seen, torch.Generator().manual_seed(0)) > WIDE
+    # twice: about 4, the border; 1.5 times: about 2.25, not wide
+    widened = centre + 1.5 * (draws - centre)
+    assert relative_spread(model, widened, equal, seen, torch.Generator().manual_seed(0)) < WIDE
+    # a cloud split between the posterior and a place five posterior widths off in each
+    # direction (a mode the moves left some particles in) reads wide, each half being narrow
+    offset = torch.linalg.solve_triangular(
+        torch.linalg.cholesky(model.update_stats(model.prior_stats(), seen.rows.x,
+                                                 seen.rows.y)["precision"]).T,
+        torch.full((model.param_dim, 1), 5.0, dtype=F64), upper=True).T
+    split = torch.where(torch.arange(4000)[:, None] < 2000, draws, draws + offset)
+    assert relative_spread(model, split, equal, seen, torch.Generator().manual_seed(0)) > WIDE
 
 
 def test_the_update_generator_is_not_drawn_from() -> None:

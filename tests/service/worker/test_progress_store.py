@@ -29,9 +29,11 @@ def renamed(info: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def public(body: dict[str, Any]) -> dict[str, Any]:
     """A body of the code before the record, as this code shows it: no checkpoints, Info as
-    named now; the id and the time taken are the run's."""
+    named now, the reliability fields added since at their defaults (``wide_at``: null); the
+    id and the time taken are the run's."""
     models = [{**{k: v for k, v in m.items() if k != "window_checkpoints"},
-               "info": renamed(m["info"])} for m in body["models"]]
+               "info": renamed(m["info"]),
+               "reliability": {"wide_at": None, **m["reliability"]}} for m in body["models"]]
     return {**body, "id": None, "compute_seconds": None, "models": models}
 
 

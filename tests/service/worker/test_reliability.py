@@ -73,6 +73,19 @@ def test_a_frozen_cloud_marks_the_model_for_good() -> None:
                                    "error")
 
 
+def test_a_wide_cloud_marks_the_model_for_good() -> None:
+    updated = Observed()
+    assert updated(1000, 0.0, spread=1.3)["reliable"] is True
+    assert updated(1500, 0.0, spread=3.9)["reliable"] is True  # below 4
+    record = updated(2000, 0.0, spread=24.0)
+    assert (record["reliable"], record["wide_at"], record["frozen_at"]) == (False, 2000, None)
+    assert record["reason"] == (
+        "the particles had spread far wider than the posterior by row 2000 (their spread over "
+        "4 times the posterior's variance), and log Z may be off by more than its standard error")
+    assert updated(2500, 0.0, spread=1.0) == record  # sticky
+    assert updated(3000, 0.0, spread=30.0)["wide_at"] == 2000
+
+
 @pytest.mark.slow
 def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
         start_server: StartServer, caplog: pytest.LogCaptureFixture) -> None:
@@ -97,6 +110,7 @@ def test_a_comparison_whose_moves_diverge_is_reported_unreliable(
         assert model["reliability"]["reliable"] is True
         assert model["reliability"]["max_diverged_fraction"] < 0.1
         assert model["reliability"]["frozen_at"] is None
+        assert model["reliability"]["wide_at"] is None
     for model in found["reckless"][0]:
         record = model["reliability"]
         assert (record["reliable"], record["first_diverged_at"]) == (False, 200)
@@ -126,4 +140,5 @@ def test_the_spread_reaches_the_evidence_and_the_trace(start_server: StartServer
     for model in evidence["models"]:
         assert 0.5 < model["info"]["spread"] < 2, model["name"]
         assert model["reliability"]["reliable"] and model["reliability"]["frozen_at"] is None
+        assert model["reliability"]["wide_at"] is None
         assert trace[model["name"]]["spread"] == [None, model["info"]["spread"]]
