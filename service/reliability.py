@@ -16,8 +16,8 @@ annealing step, log Z drifts thousands of nats low, and its standard error is th
 particle. The update's ``spread`` (``modelcompare.estimators.online.spread``: the cloud's width in
 units of the posterior's, about 1 while it follows it) shows it: below ``FROZEN`` marks the model
 too. So does a cloud far wider than the posterior (above ``WIDE``): the particles no longer follow
-it, as on a sorted mixture stream whose first new region the moves did not reach, and log Z can be
-tens of nats low without a diverged move.
+it, as on sorted mixture streams some chunks after a new region, where log Z can be tens of nats
+low without a diverged move.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from modelcompare.models import Model
 # is frozen
 FROZEN = 1e-4
 # a cloud whose spread is above this (its standard deviation twice the posterior's) is wide: it
-# no longer follows the posterior. Healthy streams read 0.77-1.24 (docs/design/re-estimates.md)
+# no longer follows the posterior. Healthy streams read 0.77-1.31 (docs/design/re-estimates.md)
 WIDE = 4.0
 ROWS = 256  # rows of the minibatch the likelihood's curvature is read on
 # Where nothing decides on it (re-estimates off), an update measures it only when its rows cross
