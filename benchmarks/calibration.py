@@ -173,6 +173,13 @@ def reference(family: str, data: Rows, key: str, cache: dict[str, Any]) -> dict[
     return found
 
 
+def exact_steps(tracker: OnlineEvidence) -> int | None:
+    """The annealing steps of the tracker's exact phase (``reestimate``; None: a method or
+    islands that keep no such count)."""
+    slot = getattr(tracker.state, "reestimate", None)
+    return int(slot.exact_steps) if slot is not None and slot.exact_steps.dim() == 0 else None
+
+
 def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[str, Any]:
     """One stream through SG-AIS; log Ẑ, both standard errors, the seconds the genealogy
     variance took as a fraction of the updates', and the largest fraction of SGHMC trajectories
@@ -182,9 +189,11 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
     was re-estimated over the shuffled rows (``restarts``; with ``reestimate_growth``), and the
     smallest and largest spread of the cloud measured (``min_spread``, ``max_spread``: about 1
     where it follows the posterior) with the rows seen when it first read frozen (``frozen_at``)
-    or wide (``wide_at``)."""
+    or wide (``wide_at``), and the annealing steps of each chunk (``ladders``) beside those of the
+    exact phase (``exact_steps``: re-estimates count a piece longer than it as astray)."""
     delta_variance, update_seconds, diverged, flagged_at = 0.0, 0.0, 0.0, None
     restarts: list[int] = []  # rows at which log Z was re-estimated (``reestimate_growth``)
+    ladders: list[int] = []
     min_spread, max_spread, frozen_at, wide_at = math.inf, -math.inf, None, None
     original = standard_error.RULES["genealogy"]
     genealogy = Timed(original)
@@ -199,6 +208,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
             begin = time.perf_counter()
             info = tracker.update(part.x, part.y)
             update_seconds += time.perf_counter() - begin
+            ladders.append(info.annealing_steps)
             delta_variance += info.delta_method_variance
             if info.reestimated:
                 restarts.append(tracker.n_observations)
@@ -220,7 +230,7 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
                 "max_diverged_fraction": diverged, "flagged_at": flagged_at,
                 "restarts": restarts, "min_spread": finite_or_none(min_spread),
                 "max_spread": finite_or_none(max_spread), "frozen_at": frozen_at,
-                "wide_at": wide_at,
+                "wide_at": wide_at, "ladders": ladders, "exact_steps": exact_steps(tracker),
                 "failed": f"row {start}: {error}"}
     finally:
         standard_error.RULES["genealogy"] = original
@@ -237,6 +247,8 @@ def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[st
         "max_spread": finite_or_none(max_spread),
         "frozen_at": frozen_at,
         "wide_at": wide_at,
+        "ladders": ladders,
+        "exact_steps": exact_steps(tracker),
         # one system's pieces in order (``islands`` interleave several systems' pieces)
         "stderr_lagged": [math.sqrt(max(v, 0.0)) for v in lagged_variances(recorded.pieces)]
         if recorded.pieces and settings.get("islands", 1) == 1 else None,

@@ -120,6 +120,8 @@ def run_one(
     chunks = chunks_of(family, dim, seed, rows)
     sgais = OnlineEvidence(model, seed=seed, **settings)
     cpu, steps, surprises, diverged, failed = 0.0, 0, 0, [], None
+    ladders: list[int] = []  # each chunk's annealing steps
+    reestimates: list[int] = []  # rows at which log Z was estimated again (``reestimate``)
     for index, (x, y) in enumerate(chunks):
         start = time.process_time()
         try:
@@ -130,6 +132,9 @@ def run_one(
         finally:
             cpu += time.process_time() - start
         steps += int(info.annealing_steps)
+        ladders.append(int(info.annealing_steps))
+        if info.reestimated:
+            reestimates.append(sgais.n_observations)
         surprises += info.surprises
         if not math.isnan(info.diverged_fraction):
             diverged.append(info.diverged_fraction)
@@ -151,6 +156,10 @@ def run_one(
         "z": error / stderr if stderr > 0 else math.nan,
         "cpu_seconds": cpu,
         "annealing_steps": steps,
+        "ladders": ladders,
+        # the exact phase's steps: a later piece longer than them re-estimates
+        "exact_steps": int(sgais.state.reestimate.exact_steps),
+        "reestimates": reestimates,
         "surprises": surprises,  # pieces followed by surprise moves
         "diverged_fraction": statistics.fmean(diverged) if diverged else math.nan,
     }

@@ -51,8 +51,9 @@ class ReestimateSettings(Settings):
         2.0,
         ge=0.0,
         le=100.0,
-        description="once a chunk after the exact phase has left the particle system broken "
-        "(over 10% of its SGHMC trajectories diverged, or its cloud frozen), re-estimate log Z "
+        description="once a chunk after the exact phase has left the particle system astray "
+        "(over 10% of its SGHMC trajectories diverged, its cloud frozen or wide, or a piece "
+        "annealed in more steps than the whole exact phase), re-estimate log Z "
         "from the prior over every row seen, shuffled, at the first chunk where n is at least "
         "this many times the rows of the last re-estimate (0: never; else at least 1.5): each "
         "costs what the rows seen cost",

@@ -21,8 +21,8 @@ generator derived from the update's and k: K islands cost K times one system.
 
 from __future__ import annotations
 
+import functools
 import math
-import operator
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -50,12 +50,19 @@ def averaged(log_evidences: Tensor, variances: Tensor) -> tuple[float, float]:
     return log_mean, float((shares**2 * variances).sum())
 
 
+def system_leaf(leaf: Tensor, k: int, count: int) -> Tensor:
+    """System k's part of a joined state's field. A field that has no leading axis of ``count``
+    is one no system has written yet: its default, in a state stored before the field existed
+    (``data.serialization``), and every system's."""
+    return leaf[k] if leaf.dim() and leaf.shape[0] == count else leaf
+
+
 def split(state: ParticleState, count: int) -> list[ParticleState]:
     """The ``count`` systems of a joined state, each with its own normalised weights."""
     particles = state.particles.chunk(count)
     log_weights = state.log_weights.chunk(count)
     return [
-        map_leaves(operator.itemgetter(k), state)._replace(
+        map_leaves(functools.partial(system_leaf, k=k, count=count), state)._replace(
             particles=particles[k], log_weights=log_normalize(log_weights[k])
         )
         for k in range(count)

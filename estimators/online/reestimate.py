@@ -36,7 +36,7 @@ from modelcompare.estimators.online.kernel import (
     absorb_pieces,
     spread_after,
 )
-from modelcompare.estimators.online.reports import ChunkReport, astray
+from modelcompare.estimators.online.reports import ChunkReport, astray, exact_phase_steps
 from modelcompare.estimators.online.state import ParticleState
 
 
@@ -87,13 +87,19 @@ def reestimating(
         n = int(state.n_observations)
         state, report = inner(state, chunk, history, generator, deadline)
         after = int(state.n_observations)
-        if n <= kernel.full_batch_rows or not can_come(settings, after):
+        if n <= kernel.full_batch_rows:
+            exact = exact_phase_steps(report.pieces, n, chunk.count, kernel.full_batch_rows)
+            slot = state.reestimate
+            return state._replace(reestimate=slot._replace(
+                exact_steps=slot.exact_steps + exact)), report
+        if not can_come(settings, after):
             return state, report
         if math.isnan(report.spread):
             spread = spread_after(kernel, state, history, chunk, generator)
             report = report._replace(spread=spread)
         slot = state.reestimate
-        if not int(slot.astray_rows) and astray(report.pieces, report.spread):
+        if not int(slot.astray_rows) and astray(report.pieces, report.spread,
+                                                 int(slot.exact_steps)):
             slot = slot._replace(astray_rows=state.n_observations.clone())
             state = state._replace(reestimate=slot)
         if not due(settings, after, int(slot.last_rows), int(slot.astray_rows) > 0):
@@ -125,10 +131,14 @@ def reestimated(
     except BudgetExceeded:
         slot = state.reestimate._replace(last_rows=state.n_observations.clone())
         return state._replace(reestimate=slot), report
-    slot = new.reestimate._replace(last_rows=state.n_observations.clone())
+    # the stream's own exact phase stays the measure of its later pieces' ladders
+    slot = new.reestimate._replace(last_rows=state.n_observations.clone(),
+                                   exact_steps=state.reestimate.exact_steps)
     spread = spread_after(kernel, new, history, chunk, generator)
     # a pass can go astray too (calibration data set 22 froze in one): the next one waits
-    # until n has grown by ``growth`` again
-    if astray(pieces, spread):
+    # until n has grown by ``growth`` again. Its pieces' ladders are measured against its own
+    # exact phase (a piece of that phase is part of it, so never longer)
+    exact = exact_phase_steps(pieces, 0, rows.count, kernel.full_batch_rows)
+    if astray(pieces, spread, exact):
         slot = slot._replace(astray_rows=new.n_observations.clone())
     return new._replace(reestimate=slot), ChunkReport(report.pieces, True, spread)

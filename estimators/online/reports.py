@@ -1,11 +1,13 @@
 """What the pieces of a chunk did, and what a chunk's reports say about the particles: the
-SGHMC trajectories undone as diverged, the Metropolis acceptance, whether they went astray."""
+SGHMC trajectories undone as diverged, the Metropolis acceptance, the annealing steps of the
+exact phase, whether they went astray."""
 
 from __future__ import annotations
 
 import math
 from typing import NamedTuple
 
+from modelcompare.estimators.data.schedule import split_points
 from modelcompare.estimators.online.spread import FROZEN, WIDE
 from modelcompare.estimators.smc.tempered import StepInfo
 
@@ -46,11 +48,33 @@ def accepted_fraction(reports: tuple[PieceReport, ...]) -> float:
     return sum(rates) / len(rates) if rates else math.nan
 
 
-def astray(reports: tuple[PieceReport, ...], spread: float) -> bool:
+def exact_phase_steps(
+    reports: tuple[PieceReport, ...], n: int, rows: int, full_batch_rows: int
+) -> int:
+    """The annealing steps of the pieces of a chunk of ``rows`` rows after ``n`` that were
+    absorbed while the past was used in full (``full_batch_rows``; the pieces are cut by
+    ``split_points``, as ``absorb_pieces`` cuts them)."""
+    starts = (n + begin for begin, _ in split_points(n, rows))
+    return sum(len(report.steps) for report, start in zip(reports, starts, strict=True)
+               if start <= full_batch_rows)
+
+
+def astray(reports: tuple[PieceReport, ...], spread: float, exact_steps: int) -> bool:
     """Whether a chunk (or a re-estimate) left the particle system broken: more than
-    ``DIVERGED`` of its SGHMC trajectories undone as diverged, or its cloud frozen (``spread``
-    below ``FROZEN``) or wide (above ``WIDE``; NaN where not measured). A surprising piece
-    alone is not a sign: an i.i.d. stream's pieces just after the exact phase take long
-    ladders too, and the extra moves that follow one (``surprise``) are the answer to it
-    (docs/design/re-estimates.md)."""
-    return diverged_fraction(reports) > DIVERGED or spread < FROZEN or spread > WIDE
+    ``DIVERGED`` of its SGHMC trajectories undone as diverged, its cloud frozen (``spread``
+    below ``FROZEN``) or wide (above ``WIDE``; NaN where not measured), or a piece annealed in
+    more steps than the whole exact phase took from the prior to the posterior of its rows
+    (``exact_steps``; 0 where not known). Such a piece moved the particles farther than learning
+    from nothing did, and a cloud carried along that path can end tens of nats off with no
+    diverged move and a spread that looks healthy (sorted mixtures, drifting streams); a
+    re-estimate from the prior then costs no longer a ladder than the piece. A merely surprising
+    piece is not a sign: an i.i.d. stream's pieces just after the exact phase take ladders a few
+    times the later ones', still a fraction of the exact phase's, and the extra moves that follow
+    one (``surprise``) are the answer to it (docs/design/re-estimates.md)."""
+    longest = max((len(report.steps) for report in reports), default=0)
+    return (
+        diverged_fraction(reports) > DIVERGED
+        or spread < FROZEN
+        or spread > WIDE
+        or 0 < exact_steps < longest
+    )

@@ -39,6 +39,9 @@ class ReestimateState(NamedTuple):
     last_rows: Tensor = torch.zeros((), dtype=_INT)
     # () int64: rows seen when a chunk first left the particles astray since then; 0 = none
     astray_rows: Tensor = torch.zeros((), dtype=_INT)
+    # () int64: the annealing steps of the stream's exact phase, prior to the posterior of its
+    # rows; 0 = not known (a state stored before the field existed)
+    exact_steps: Tensor = torch.zeros((), dtype=_INT)
 
 
 class GenealogyState(NamedTuple):
@@ -84,6 +87,6 @@ def init(model: Model, settings: ParticleSettings, generator: torch.Generator) -
             rows=torch.zeros((), dtype=_INT, device=device),
         ),
         reestimate=ReestimateState(
-            torch.zeros((), dtype=_INT, device=device), torch.zeros((), dtype=_INT, device=device)
+            *(torch.zeros((), dtype=_INT, device=device) for _ in ReestimateState._fields)
         ),
     )

@@ -8,11 +8,16 @@ import math
 
 import pytest
 import torch
+from safetensors.torch import save
 
 from modelcompare.estimators import EstimatorConfigError, OnlineEvidence, build, exact_log_evidence
 from modelcompare.estimators.data.history import Rows, RowsHistory
 from modelcompare.estimators.data.rng import derive_generator
-from modelcompare.estimators.data.serialization import leaves
+from modelcompare.estimators.data.serialization import (
+    leaves,
+    state_from_bytes,
+    state_to_tensors,
+)
 from modelcompare.estimators.estimator import Estimator
 from modelcompare.estimators.online import sgais
 from modelcompare.estimators.online.islands import averaged, islands, joined, split
@@ -177,6 +182,31 @@ def test_a_saved_islands_state_loads_bit_exactly() -> None:
     again.load(tracker.save())
     assert again.state_bytes() == tracker.state_bytes()
     assert again.log_evidence == tracker.log_evidence
+
+
+def test_a_state_stored_before_a_field_existed_splits_and_updates() -> None:
+    """Fields added since a joined state was stored (the Eves, the exact phase's steps) load
+    with their defaults, which have no axis of systems: each system takes the default, and the
+    update after it stacks what each system wrote."""
+    rows = linear_rows(3)
+    tracker = OnlineEvidence(model(), seed=0, islands=2, particles=8, full_batch_rows=50)
+    tracker.update(rows.x[:POST], rows.y[:POST])
+    tensors = state_to_tensors(tracker.state)
+    added = ("reestimate_exact_steps", "eves", "eve_weights", "lost_eves")
+    for name in added:
+        del tensors[name]
+    old = state_from_bytes(ParticleState, save(tensors, metadata={"type": "ParticleState"}))
+    assert old.reestimate.exact_steps.shape == () and old.genealogy.eves.shape == (0,)
+    systems = split(old, 2)
+    for k, system in enumerate(systems):
+        assert system.reestimate.exact_steps.shape == () and int(system.reestimate.exact_steps) == 0
+        assert system.genealogy.eves.numel() == 0
+        assert torch.equal(system.anchor.point, old.anchor.point[k])
+    tracker.state = old
+    tracker.update(rows.x[POST:], rows.y[POST:])
+    stacked = leaves(tracker.state)
+    assert all(stacked[name].shape[0] == 2 for name in added)
+    assert math.isfinite(tracker.log_evidence)
 
 
 def test_islands_are_bounded_and_one_system_is_the_plain_estimator() -> None:

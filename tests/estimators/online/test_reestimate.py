@@ -1,10 +1,12 @@
 """Re-estimates over the shuffled rows seen: when one is due, what leaves the particles astray
-(divergence or a frozen cloud, not surprise alone), the settings and their old names; around a
-fake inner chunk update, that none comes in the exact phase, that the spread is measured where
-the inner did not, that astray is remembered and that the pass runs exactly when due; on real
-streams, that a pass replays every row once and leaves log Z exact on a drifting conjugate
-stream, that one running past half of what is left of the budget is abandoned, and that a
-frozen cloud is re-estimated."""
+(divergence, a frozen or wide cloud, a piece longer than the exact phase; not surprise alone),
+the exact phase's steps, the settings and their old names; around a fake inner chunk update,
+that none comes in the exact phase, that the exact phase's steps are counted and kept, that the
+spread is measured where the inner did not, that astray is remembered and that the pass runs
+exactly when due; on real streams, that a drifting stream's change points are re-estimated and
+leave log Z exact, that a pass replays every row once and leaves log Z exact on a drifting
+conjugate stream, that one running past half of what is left of the budget is abandoned, and
+that a frozen cloud is re-estimated."""
 
 from __future__ import annotations
 
@@ -19,12 +21,18 @@ import torch
 
 from modelcompare.estimators import Deadline, OnlineEvidence, exact_log_evidence
 from modelcompare.estimators.data.history import Rows, RowsHistory
+from modelcompare.estimators.data.schedule import split_points
 from modelcompare.estimators.online import kernel as piece_kernel
 from modelcompare.estimators.online import reestimate, sgais, standard_error
 from modelcompare.estimators.online.extension_settings import ReestimateSettings
 from modelcompare.estimators.online.kernel import ChunkUpdate, PieceKernel, absorb
 from modelcompare.estimators.online.reestimate import can_come, due, reestimating, shuffled
-from modelcompare.estimators.online.reports import ChunkReport, PieceReport, astray
+from modelcompare.estimators.online.reports import (
+    ChunkReport,
+    PieceReport,
+    astray,
+    exact_phase_steps,
+)
 from modelcompare.estimators.online.settings import SGAISSettings
 from modelcompare.estimators.online.state import ParticleState, init
 from modelcompare.estimators.smc.tempered import StepInfo
@@ -100,16 +108,30 @@ def piece(diverged: tuple[float | None, ...], ess: float = 64.0) -> PieceReport:
     return PieceReport(-1.0 * len(steps), 0.0, steps, False, 0.0)
 
 
-def test_divergence_or_a_frozen_or_wide_cloud_leaves_the_particles_astray_not_a_long_ladder(
+def test_divergence_a_frozen_or_wide_cloud_or_a_ladder_past_the_exact_phase_is_astray(
 ) -> None:
-    assert astray((piece((0.3, 0.0)),), 1.0)  # 15% of the chunk's trajectories diverged
-    assert not astray((piece((0.1, 0.1)), piece((0.0,))), 1.0)
-    assert astray((piece((None,)),), 1e-6)  # frozen
-    assert astray((piece((0.0,)),), 4.5)  # wide
-    assert not astray((piece((0.0,)),), 1.3)  # the widest a healthy stream read
-    assert not astray((piece((None,)),), math.nan)  # spread not measured
-    # 40 steps, the ESS at 1 of 64: surprising, and nothing broken
-    assert not astray((piece((0.0,) * 40, ess=1.0),), 0.9)
+    assert astray((piece((0.3, 0.0)),), 1.0, 0)  # 15% of the chunk's trajectories diverged
+    assert not astray((piece((0.1, 0.1)), piece((0.0,))), 1.0, 0)
+    assert astray((piece((None,)),), 1e-6, 0)  # frozen
+    assert astray((piece((0.0,)),), 4.5, 0)  # wide
+    assert not astray((piece((0.0,)),), 1.3, 0)  # the widest a healthy stream read
+    assert not astray((piece((None,)),), math.nan, 0)  # spread not measured
+    # 40 steps, the ESS at 1 of 64: surprising, and no longer a ladder than the exact phase's
+    long = piece((0.0,) * 40, ess=1.0)
+    assert not astray((long,), 0.9, 40) and not astray((piece((0.0,)), long), 0.9, 61)
+    assert astray((piece((0.0,)), long), 0.9, 39)  # one piece longer than the exact phase
+    assert not astray((long,), 0.9, 0)  # the exact phase's steps not known
+
+
+def test_the_exact_phase_steps_are_those_of_the_pieces_that_start_within_it() -> None:
+    """Rows 60-160 are cut at 80 and 100 (20-row pieces up to 80 rows seen), 125 and 156 (n / 4):
+    with the past read in full while n ≤ 100, the pieces starting at 60, 80 and 100 count."""
+    reports = tuple(piece((0.0,) * steps) for steps in (3, 5, 7, 11, 13))
+    assert exact_phase_steps(reports, 60, 100, 100) == 3 + 5 + 7
+    assert exact_phase_steps(reports, 60, 100, 99) == 3 + 5
+    assert exact_phase_steps(reports[:1], 200, 20, 100) == 0
+    with pytest.raises(ValueError):  # not the pieces of that chunk
+        exact_phase_steps(reports[:4], 60, 100, 100)
 
 
 class Fake:
@@ -123,7 +145,7 @@ class Fake:
         # the pass runs the piece kernel on fake parts: one step per piece, log Ẑ = −rows
         self.kernel = PieceKernel(self.model, self.settings, 100, level, 10,
                                   standard_error.delta)
-        self.signs = {"diverged": 0.0, "spread": math.nan}
+        self.signs = {"diverged": 0.0, "spread": math.nan, "steps": 1}
         self.reports: list[ChunkReport] = []
         self.fresh: list[int] = []
         self.spreads: list[int] = []
@@ -132,7 +154,10 @@ class Fake:
 
     def inner(self, state: ParticleState, chunk: Rows, *_: object) -> tuple[ParticleState,
                                                                              ChunkReport]:
-        report = ChunkReport((piece((self.signs["diverged"],)),), False, self.signs["spread"])
+        """One report per schedule piece, each of ``signs["steps"]`` steps."""
+        steps = (self.signs["diverged"],) * int(self.signs["steps"])
+        pieces = tuple(piece(steps) for _ in split_points(int(state.n_observations), chunk.count))
+        report = ChunkReport(pieces, False, self.signs["spread"])
         self.reports.append(report)
         return state._replace(n_observations=state.n_observations + chunk.count), report
 
@@ -166,6 +191,23 @@ def test_no_re_estimate_or_measure_in_the_exact_phase(monkeypatch: pytest.Monkey
     assert seen[0][1] is fake.reports[0] and seen[1][1] is fake.reports[1]
     assert [report.reestimated for _, report in seen] == [False, False, True]
     assert fake.fresh == [1] and fake.spreads == [16, 16]  # the chunk's cloud, the pass's
+
+
+def test_the_exact_phase_is_counted_and_a_piece_longer_than_it_is_astray(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The exact phase (n ≤ 100) takes 6 one-step pieces: the first chunk's 5 and the first of
+    the second's (its others start past 100). Pieces of 6 steps after it leave nothing astray;
+    the first chunk of 7-step pieces (ending at 400) does, the pass at 500 keeps the stream's
+    count, and the next such chunk is astray again."""
+    fake = Fake(monkeypatch, reestimate_min_rows=500)
+    marks = []
+    for n, state, report in fake.chunks(600):
+        fake.signs["steps"] = 1 if n < 200 else 6 if n < 300 else 7  # the next chunk's pieces
+        marks.append((n, int(state.reestimate.exact_steps), int(state.reestimate.astray_rows),
+                      report.reestimated))
+    assert marks == [(100, 5, 0, False), (200, 6, 0, False), (300, 6, 0, False),
+                     (400, 6, 400, False), (500, 6, 0, True), (600, 6, 600, False)]
 
 
 def test_the_spread_is_measured_where_the_inner_did_not(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,20 +291,26 @@ def test_a_pass_past_half_the_remaining_budget_is_abandoned_and_marked(
 
 
 @pytest.mark.slow
-def test_a_surprising_chunk_alone_makes_no_re_estimate() -> None:
-    """A drifting stream surprises the particles at each change point (long ladders, extra
-    moves) but leaves nothing diverged or frozen: no re-estimate, and log Z stays exact."""
+def test_a_drifting_streams_change_point_is_re_estimated_and_log_z_stays_exact() -> None:
+    """Past the first change point (row 400) the pieces take ladders of 40-140 steps, longer
+    than the whole exact phase's (22 steps up to row 100): astray, so the stream is re-estimated
+    at 500 and again once n has doubled, and log Z stays within its error bar of the exact one
+    throughout. Before the change point the pieces take at most 5 steps: nothing is astray."""
     model = LinearRegression(2)
-    x, y = drifting(1500, 3)
+    x, y = drifting(1200, 3)
     tracker = OnlineEvidence(model, seed=3, full_batch_rows=100, reestimate_min_rows=200)
-    surprises = 0
-    for start in range(0, 1500, 100):
+    passes = []
+    for start in range(0, 1200, 100):
         info = tracker.update(x[start : start + 100], y[start : start + 100])
-        surprises += info.surprises
-        assert not info.reestimated
-    assert surprises > 0 and int(tracker.state.reestimate.astray_rows) == 0
-    error = tracker.log_evidence - exact_log_evidence(model, x, y)
-    assert abs(error) < 3 * tracker.log_evidence_stderr
+        n = start + 100
+        if info.reestimated:
+            passes.append(n)
+        if n <= 400:
+            assert int(tracker.state.reestimate.astray_rows) == 0 and info.annealing_steps <= 22
+        error = tracker.log_evidence - exact_log_evidence(model, x[:n], y[:n])
+        assert abs(error) < 3 * tracker.log_evidence_stderr
+    assert int(tracker.state.reestimate.exact_steps) == 22
+    assert passes == [500, 1000]
 
 
 @pytest.mark.slow
