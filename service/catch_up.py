@@ -10,7 +10,7 @@ from modelcompare.service.core.config import Settings
 from modelcompare.service.engine import Runner
 from modelcompare.service.progress import ComparisonProgress, ModelProgress
 from modelcompare.service.reducers import after_reading
-from modelcompare.service.store.queue import Snapshot
+from modelcompare.service.store.work_records import Snapshot
 
 log = logging.getLogger("modelcompare.worker")
 

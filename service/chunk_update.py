@@ -11,7 +11,7 @@ from modelcompare.service.parallel import ModelTasks
 from modelcompare.service.poison import ChunkFailed
 from modelcompare.service.progress import ComparisonProgress, Reading
 from modelcompare.service.store.codec import decode_block
-from modelcompare.service.store.queue import Entry, Snapshot
+from modelcompare.service.store.work_records import Entry, Snapshot
 
 
 class Updated(NamedTuple):

@@ -13,7 +13,7 @@ from modelcompare.service.progress import ComparisonProgress
 from modelcompare.service.reducers import after_skip, next_version
 from modelcompare.service.schemas import ComparisonSpec
 from modelcompare.service.store.codec import empty_block
-from modelcompare.service.store.queue import Commit, DeadLetter, Entry, Snapshot
+from modelcompare.service.store.work_records import Commit, DeadLetter, Entry, Snapshot
 from modelcompare.service.webhooks.deliveries import DeliveryRecord, delivery_of
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from modelcompare.service.comparison_metrics import ComparisonFigures
-from modelcompare.service.store.queue import Commit
+from modelcompare.service.store.work_records import Commit
 
 
 class Metrics:

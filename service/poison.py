@@ -16,8 +16,9 @@ from collections.abc import Callable
 from modelcompare.service.core.config import Settings
 from modelcompare.service.evidence import evidence_body
 from modelcompare.service.reducers import halted, next_version
-from modelcompare.service.store.queue import Commit, DeadLetter, Entry, Queue, Snapshot
+from modelcompare.service.store.queue import Queue
 from modelcompare.service.store.tasks import Staged
+from modelcompare.service.store.work_records import Commit, DeadLetter, Entry, Snapshot
 
 log = logging.getLogger("modelcompare.worker")
 

@@ -18,8 +18,9 @@ import time
 from modelcompare.service.metrics import Metrics
 from modelcompare.service.scheduling import Schedule
 from modelcompare.service.schemas import ComparisonSpec
-from modelcompare.service.store.queue import Queue, Snapshot
+from modelcompare.service.store.queue import Queue
 from modelcompare.service.store.waiting import Waiting
+from modelcompare.service.store.work_records import Snapshot
 
 log = logging.getLogger("modelcompare.worker")
 

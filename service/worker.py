@@ -40,18 +40,10 @@ from modelcompare.service.scheduling import Schedule
 from modelcompare.service.store.codec import decode_block
 from modelcompare.service.store.connection import UNAVAILABLE, SyncClient
 from modelcompare.service.store.history import HistoryCache
-from modelcompare.service.store.queue import (
-    GONE,
-    STALE,
-    Commit,
-    DeadLetter,
-    Entry,
-    Queue,
-    Retention,
-    Snapshot,
-)
+from modelcompare.service.store.queue import GONE, STALE, Queue
 from modelcompare.service.store.tasks import TaskBoard
 from modelcompare.service.store.work import WorkFinder
+from modelcompare.service.store.work_records import Commit, DeadLetter, Entry, Retention, Snapshot
 from modelcompare.service.unavailable import LeftAlone
 
 log = logging.getLogger("modelcompare.worker")

@@ -14,7 +14,7 @@ from modelcompare.service.catch_up import catch_up
 from modelcompare.service.core.config import Settings
 from modelcompare.service.progress import ComparisonProgress, ModelProgress, Reading
 from modelcompare.service.store.history import BlockHistory
-from modelcompare.service.store.queue import Snapshot
+from modelcompare.service.store.work_records import Snapshot
 
 
 class SlowRunner:
