@@ -112,6 +112,13 @@ def log_checkpoints(first: int, last: int, count: int, step: int) -> list[int]:
     return sorted(p for p in points if p <= last)
 
 
+def exact_steps(tracker: Any) -> int | None:
+    """The annealing steps of an ``OnlineEvidence`` tracker's exact phase (``reestimate``; None: a
+    method or islands that keep no such single count)."""
+    slot = getattr(tracker.state, "reestimate", None)
+    return int(slot.exact_steps) if slot is not None and slot.exact_steps.dim() == 0 else None
+
+
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     def cell(value: Any) -> str:
         if isinstance(value, float):

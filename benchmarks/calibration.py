@@ -61,6 +61,7 @@ import torch
 from _common import (
     earlier_result,
     environment,
+    exact_steps,
     linear_stream,
     logistic_data,
     mixture_data,
@@ -171,13 +172,6 @@ def reference(family: str, data: Rows, key: str, cache: dict[str, Any]) -> dict[
             found = {"log_z": math.nan, "stderr": math.nan, "error": str(error)}
     cache[key] = found
     return found
-
-
-def exact_steps(tracker: OnlineEvidence) -> int | None:
-    """The annealing steps of the tracker's exact phase (``reestimate``; None: a method or
-    islands that keep no such count)."""
-    slot = getattr(tracker.state, "reestimate", None)
-    return int(slot.exact_steps) if slot is not None and slot.exact_steps.dim() == 0 else None
 
 
 def run(family: str, data: Rows, seed: int, settings: dict[str, Any]) -> dict[str, Any]:

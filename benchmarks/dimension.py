@@ -37,6 +37,7 @@ from typing import Any
 import torch
 from _common import (
     environment,
+    exact_steps,
     linear_stream,
     logistic_data,
     result_path,
@@ -158,7 +159,7 @@ def run_one(
         "annealing_steps": steps,
         "ladders": ladders,
         # the exact phase's steps: a later piece longer than them re-estimates
-        "exact_steps": int(sgais.state.reestimate.exact_steps),
+        "exact_steps": exact_steps(sgais),
         "reestimates": reestimates,
         "surprises": surprises,  # pieces followed by surprise moves
         "diverged_fraction": statistics.fmean(diverged) if diverged else math.nan,
