@@ -31,20 +31,25 @@ def check_size(name: str, parameters: int, particles: int) -> None:
 # A model's stored state (a safetensors record of the estimator state), bounded from above: per
 # particle its parameters, its log-weight, and its Eve and the Eve's weight (SG-AIS's genealogy,
 # ``modelcompare.estimators.online.state.ParticleState``); per particle system (``islands``) the
-# control-variate anchor (a point and a gradient) and its scalars; per record the header.
+# control-variate anchor (a point and a gradient) and its scalars, and where the moves pool
+# their mass matrix (``modelcompare.estimators.smc.mass``) its D × D covariance; per record the
+# header.
 PARTICLE_VALUES = 3
 SYSTEM_VALUES = 16
 HEADER_BYTES = 2_048
 
 
-def state_bytes(parameters: int, particles: int, systems: int = 1) -> int:
+def state_bytes(
+    parameters: int, particles: int, systems: int = 1, mass_pool: bool = False
+) -> int:
     """An upper bound on a model's stored state in float64: ``particles`` (over all ``systems``)
-    × (parameters + 3) values and 2 × parameters + 16 per system, or for a closed-form (exact,
-    ``particles`` 0) state its mean and D×D covariance; and the record's header."""
+    × (parameters + 3) values and 2 × parameters + 16 per system, plus parameters² per system
+    with a ``mass_pool``, or for a closed-form (exact, ``particles`` 0) state its mean and D×D
+    covariance; and the record's header."""
     if not particles:
         return 8 * parameters * (parameters + 1) + HEADER_BYTES
-    values = (particles * (parameters + PARTICLE_VALUES)
-              + systems * (2 * parameters + SYSTEM_VALUES))
+    per_system = 2 * parameters + SYSTEM_VALUES + (parameters**2 if mass_pool else 0)
+    values = particles * (parameters + PARTICLE_VALUES) + systems * per_system
     return 8 * values + HEADER_BYTES
 
 

@@ -108,4 +108,6 @@ class ComparisonSpec(BaseModel):
         except ArithmeticError as exc:  # e.g. prior_std=1e300: prior_std**2 overflows
             raise ValueError(f"model {spec.name!r}: its config overflows float64 ({exc})") from None
         check_size(spec.name, model.param_dim, max(estimator.particles, 1))
-        return state_bytes(model.param_dim, estimator.particles, int(settings.get("islands", 1)))
+        pools_mass = getattr(estimator.settings, "mass_clouds", 1) > 1  # SG-AIS, hybrid
+        return state_bytes(model.param_dim, estimator.particles, int(settings.get("islands", 1)),
+                           pools_mass)

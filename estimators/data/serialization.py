@@ -29,10 +29,14 @@ def stored_key(record_type: type, slot: str, name: str) -> str:
 
 
 def leaves(state: Any) -> dict[str, Tensor]:
-    """The state's tensors by stored key, in field order (sub-records flattened in place)."""
+    """The state's tensors by stored key, in field order (sub-records flattened in place; a slot
+    whose type sets ``written_when_empty = False`` is left out while it is ``empty``: it loads as
+    its default)."""
     found: dict[str, Tensor] = {}
     for name, value in state._asdict().items():
         if is_record(value):
+            if not getattr(value, "written_when_empty", True) and value.empty:
+                continue
             found.update({stored_key(type(value), name, sub): leaf
                           for sub, leaf in value._asdict().items()})
         else:

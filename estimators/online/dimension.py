@@ -5,12 +5,13 @@ softmax regression of benchmarks/calibration.py, 10 inputs × 4 classes); past i
 user did not set are scaled, and at or below it the settings are used as they are:
 
 - the step-count triggers of the careful ladder and the surprise moves (``careful_steps``,
-  ``surprise_steps``) by √(D / 44). Both fire on a piece annealed in more than that many steps.
-  An ESS-keeping ladder takes steps in proportion to the spread of the piece's log-likelihood
-  over the particles, and for r new rows after n, with θ − θ̂ ~ N(0, (n I₁)⁻¹), that spread's
-  variance is the score term's D·r/n plus lower order: an unsurprising piece takes √D times
-  more steps. Left fixed, every piece past the exact phase turned "surprising" and "careful"
-  at D = 81.
+  ``surprise_steps``): by D / 44 for SGHMC methods, by √(D / 44) for minibatch MH. Both fire on
+  a piece annealed in more than that many steps. An ESS-keeping ladder takes steps in proportion
+  to the spread of the piece's log-likelihood over the particles, over the square root of each
+  step's χ²; for r new rows after n, with θ − θ̂ ~ N(0, (n I₁)⁻¹), that spread's variance is the
+  score term's D·r/n plus lower order, and the SGHMC methods' χ² falls as 44 / D (``LADDER``):
+  an unsurprising piece takes D / 44 times more steps there, √(D / 44) times with a fixed χ².
+  Left fixed, every piece past the exact phase turned "surprising" and "careful" at D = 81.
 - the SGHMC learning rate ``lr`` by 44 / D, and its steps per move ``steps`` by √(D / 44). The
   invariant law of a discretised (SG)HMC differs from the target by O(η) in each whitened
   direction, O(η·D) summed over them: η·D is held. A move travels about steps·√η posterior
@@ -32,6 +33,11 @@ user did not set are scaled, and at or below it the settings are used as they ar
   read log Z 2.8 nats low over 4,000 rows even with exact HMC moves throughout (4 data sets),
   0.1 with ESS 0.9, 0.2 with 40 HMC transitions per step, 0.35 with 256 particles; the extra
   steps are extra moves (about 1.5–3× the steps per piece).
+- for SG-AIS and hybrid, the SGHMC mass matrix pooled over ``mass_clouds`` = ⌈2D / 44⌉ steps'
+  clouds (``smc.mass``): at D > M the covariance of one cloud of M particles is singular and its
+  narrow directions narrow the cloud further, which only the careful pieces' 4× particles
+  countered before, at 35–49 CPU s a 500-row chunk at D = 161 (docs/design/moves.md, "Pooled
+  clouds"). With the pool the careful pieces fire on long pieces only (the triggers above).
 """
 
 from __future__ import annotations
@@ -46,11 +52,13 @@ from modelcompare.estimators.online.settings import SGHMCSettings
 from modelcompare.estimators.settings import Settings
 
 REFERENCE_PARAMETERS = 44
-TRIGGERS = ("careful_steps", "surprise_steps")  # × √(D / 44)
+# × D / 44 for SGHMC methods (their ladders are longer: ``LADDER``), else × √(D / 44)
+TRIGGERS = ("careful_steps", "surprise_steps")
 LADDER = ("ess_target",)  # its χ² = 1/ESS − 1 × 44 / D: SGHMC methods only
 SGHMC_STEPS, SGHMC_RATE = ("steps",), ("lr",)  # × √(D / 44), × 44 / D: SGHMC moves only
 # × D / 44 up to the field's bound, and × √(D / 44): for SGHMC moves only
 EXACT_PHASE, EXACT_MOVES = ("full_batch_rows",), ("hmc_moves",)
+POOLED_MASS = ("mass_clouds",)  # × ⌈2D / 44⌉: SG-AIS and hybrid
 
 S = TypeVar("S", bound=SurpriseSettings)
 
@@ -67,9 +75,9 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
                 if name in type(settings).model_fields and name not in settings.model_fields_set]
 
     moves = isinstance(settings, SGHMCSettings)
-    root_scaled = unset(TRIGGERS + SGHMC_STEPS + EXACT_MOVES if moves else TRIGGERS)
+    root_scaled = unset(SGHMC_STEPS + EXACT_MOVES if moves else TRIGGERS)
     inverse_scaled = unset(SGHMC_RATE) if moves else []
-    linear_scaled = unset(EXACT_PHASE) if moves else []
+    linear_scaled = unset(TRIGGERS + EXACT_PHASE) if moves else []
     update: dict[str, float] = {
         name: round(getattr(settings, name) * math.sqrt(ratio)) for name in root_scaled}
     update |= {name: getattr(settings, name) / ratio for name in inverse_scaled}
@@ -78,6 +86,9 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
                for name in (unset(LADDER) if moves else [])}
     update |= {name: min(round(getattr(settings, name) * ratio), upper_bound(settings, name))
                for name in linear_scaled}
+    update |= {
+        name: min(getattr(settings, name) * math.ceil(2 * ratio), upper_bound(settings, name))
+        for name in unset(POOLED_MASS)}
     return settings.model_copy(update=update)
 
 

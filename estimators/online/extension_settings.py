@@ -33,8 +33,8 @@ class SurpriseSettings(Settings):
         ge=1,
         le=10_000,
         description="a piece annealed in more steps than this is surprising: re-anchor and "
-        "make surprise_moves more moves; left unset, × √(D / 44) for a model of D > 44 "
-        "parameters",
+        "make surprise_moves more moves; left unset, × D / 44 for SGHMC methods (× √(D / 44) "
+        "for minibatch_mh) with a model of D > 44 parameters",
     )
     surprise_ess: Advanced[float] = Field(
         0.1, ge=0.0, le=1.0, description="a piece whose ESS / M fell below this is surprising"
@@ -104,7 +104,7 @@ class CarefulSettings(Settings):
         ge=1,
         le=10_000,
         description="the steps of a piece past this many (after the exact phase) are careful: "
-        "careful_ess_target, careful_move_steps and careful_particles; left unset, × √(D / 44) "
+        "careful_ess_target, careful_move_steps and careful_particles; left unset, × D / 44 "
         "for a model of D > 44 parameters",
     )
     careful_ess_target: Advanced[float] = Field(

@@ -29,6 +29,7 @@ from modelcompare.estimators.online.settings import PastDataSettings
 from modelcompare.estimators.online.spread import SPREAD_ROWS, relative_spread
 from modelcompare.estimators.online.state import ParticleState
 from modelcompare.estimators.online.target import Anchor, PastData, Piece, past_data, with_piece
+from modelcompare.estimators.smc.mass import NO_POOL, MassPool
 from modelcompare.estimators.smc.resampling import Selection
 from modelcompare.estimators.smc.tempered import (
     StepInfo,
@@ -82,6 +83,7 @@ class Annealed(NamedTuple):
     # (the log-weights drawn from, the ancestors) of a selection made after the last step
     selection: tuple[Tensor, Tensor] | None = None
     extra_moves: bool = False  # the particles were moved again after the annealing
+    mass_pool: MassPool = NO_POOL  # the mass rule's pool after the last step
 
 
 AfterPiece = Callable[[PieceEnv, Annealed], Annealed]
@@ -157,14 +159,14 @@ def anneal_piece(kernel: PieceKernel, env: PieceEnv, state: ParticleState) -> An
         plan,
         _parts_of,
         functools.partial(next_plan, kernel, env),
-        start(smc, state.particles, state.log_weights),
+        start(smc, state.particles, state.log_weights, state.mass),
         env.generator,
         kernel.max_steps,
         env.deadline,
         env.absorbed_rows,
     )
     return Annealed(tempered.particles, tempered.log_weights, steps, plan.past.anchor,
-                    plan.reanchored)
+                    plan.reanchored, mass_pool=tempered.mass_pool)
 
 
 def _parts_of(plan: StepPlan) -> TemperedSMC:
@@ -187,6 +189,7 @@ def absorb_piece(
         log_evidence=state.log_evidence + log_evidence,
         n_observations=state.n_observations + env.rows.count,
         anchor=anchor.stored(state.anchor, piece.anchor, piece.reanchored, len(env.history)),
+        mass=piece.mass_pool,
     )
     variance, after = kernel.variance(state, after, piece)
     after = after._replace(log_evidence_variance=state.log_evidence_variance + variance)

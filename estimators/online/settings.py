@@ -148,6 +148,14 @@ class SGAISSettings(CarefulSettings, IslandsSettings, AnnealingSettings, Sequent
         "the score of the past's posterior at each particle (two more minibatch gradients per "
         "piece), where particles ≥ 4 × (parameters + 1); none: plain increments",
     )
+    mass_clouds: Advanced[int] = Field(
+        1,
+        ge=1,
+        le=64,
+        description="past the exact phase, the SGHMC mass matrix is the particle covariance "
+        "pooled over about this many annealing steps' clouds, carried from chunk to chunk "
+        "(1: each step's own cloud); left unset, ⌈2D / 44⌉ for a model of D > 44 parameters",
+    )
 
     @property
     def careful(self) -> SGAISSettings:

@@ -32,6 +32,7 @@ from modelcompare.estimators.online.state import ParticleState, init
 from modelcompare.estimators.online.surprise import surprise_moves
 from modelcompare.estimators.online.target import Piece
 from modelcompare.estimators.smc.control_variates import MIN_PARTICLES_PER_CONTROL
+from modelcompare.estimators.smc.mass import MassRule, mass_rule, particle_mass
 from modelcompare.estimators.smc.relabeling import Relabel, relabeler
 from modelcompare.estimators.smc.resampling import RESAMPLERS, resample_below
 from modelcompare.estimators.smc.temperature import adaptive
@@ -100,9 +101,10 @@ def annealed(
     piece: Piece,
     move: Move,
     control: Control | None = None,
+    mass: MassRule = particle_mass,
 ) -> TemperedSMC:
-    """SG-AIS's ladder for one piece: adaptive temperatures, ESS-triggered resampling, and
-    ``control`` variates of the first step's increment (if any)."""
+    """SG-AIS's ladder for one piece: adaptive temperatures, ESS-triggered resampling,
+    ``control`` variates of the first step's increment (if any) and the moves' ``mass`` rule."""
     return TemperedSMC(
         log_likelihood=piece.log_likelihood,
         temperature_rule=adaptive(settings.ess_target),
@@ -110,6 +112,7 @@ def annealed(
         move=move,
         relabel=relabel,
         control=control,
+        mass=mass,
     )
 
 
@@ -123,8 +126,11 @@ def controlled(settings: SGAISSettings, model: Model) -> bool:
 
 
 def parts(settings: SGAISSettings, relabel: Relabel | None, piece: Piece) -> TemperedSMC:
+    """SG-AIS's parts for ``piece``; past the exact phase the SGHMC mass pools
+    ``mass_clouds`` clouds (exact HMC is Metropolis-tested: its mass only sets its pace)."""
     control = past_score(piece) if controlled(settings, piece.model) else None
-    return annealed(settings, relabel, piece, sghmc_moves(settings, piece), control)
+    mass = particle_mass if piece.past_in_full else mass_rule(settings.mass_clouds)
+    return annealed(settings, relabel, piece, sghmc_moves(settings, piece), control, mass)
 
 
 def kernel(model: Model, settings: SGAISSettings) -> PieceKernel:

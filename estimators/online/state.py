@@ -1,6 +1,7 @@
 """The state an online particle method carries from chunk to chunk: a core of six fields, the
 particle system and its running log Z, and one slot per extension that keeps state of its own
-(``reestimate``, ``standard_error``), each a small record with defaults.
+(``reestimate``, ``standard_error``, the pooled mass ``smc.mass``), each a small record with
+defaults.
 
 Stored (``data.serialization``), a state is flat: a slot's fields are keyed ``slot_field`` or by
 the names its type declares in ``stored_keys``: the keys of states written before the slots
@@ -17,6 +18,7 @@ import torch
 from torch import Tensor
 
 from modelcompare.estimators.settings import ParticleSettings
+from modelcompare.estimators.smc.mass import NO_POOL, MassPool
 from modelcompare.models import Model
 
 _INT, _FLOAT = torch.int64, torch.float64
@@ -69,6 +71,7 @@ class ParticleState(NamedTuple):
     anchor: AnchorState
     reestimate: ReestimateState = ReestimateState()
     genealogy: GenealogyState = GenealogyState()
+    mass: MassPool = NO_POOL  # the moves' pooled covariance (``smc.mass``; empty: none)
 
 
 def init(model: Model, settings: ParticleSettings, generator: torch.Generator) -> ParticleState:

@@ -40,11 +40,21 @@ def particle_scale(theta: Tensor, log_weights: Tensor) -> Tensor:
     have marginal variances far above their conditional ones, and only the full covariance sees
     that.
     """
+    return covariance_factor(weighted_covariance(theta, log_weights), theta.shape[0] - 1)
+
+
+def weighted_covariance(theta: Tensor, log_weights: Tensor) -> Tensor:
+    """The particles' covariance under their normalised weights: (D, D)."""
     weights = torch.softmax(log_weights, 0)
     centred = theta - weights @ theta
-    cov = (centred * weights[:, None]).T @ centred
+    return (centred * weights[:, None]).T @ centred
+
+
+def covariance_factor(cov: Tensor, samples: int) -> Tensor:
+    """Lower Cholesky factor of ``cov`` (from ``samples`` degrees of freedom) shrunk
+    (``shrunk_covariance``); ``EstimatorError`` where it is not positive definite."""
     if torch.isfinite(cov).all():
-        cov = shrunk_covariance(cov, samples=theta.shape[0] - 1)
+        cov = shrunk_covariance(cov, samples=samples)
     factor, info = torch.linalg.cholesky_ex(cov)
     if int(info) != 0 or not torch.isfinite(factor).all():
         raise EstimatorError(

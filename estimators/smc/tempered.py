@@ -8,8 +8,9 @@ represent. One step (Del Moral, Doucet & Jasra 2006, eq. 14; BlackJAX ``smc/temp
    first step's sum corrected by control variates of known zero mean under π₀:
    ``smc.control_variates``);
 2. ``relabel`` (if any) maps every particle into one labelling of a label-symmetric posterior;
-3. the mass factor L (L Lᵀ = the weighted particle covariance) is taken before resampling, while
-   the weights still carry the target;
+3. the mass rule gives the factor L (L Lᵀ = the weighted particle covariance, or that pooled
+   with the earlier steps': ``smc.mass``), taken before resampling, while the weights still
+   carry the target;
 4. the selection rule resamples (or drops the weights);
 5. the move kernel moves the particles at the new λ with that mass factor; a particle it left
    outside the model's domain or astronomically far into the tails is put back (``settled``).
@@ -31,7 +32,7 @@ from torch import Tensor
 from modelcompare.estimators.deadline import Checkpoint, Deadline, check_deadline
 from modelcompare.estimators.errors import EstimatorError, Progress
 from modelcompare.estimators.smc.control_variates import controlled_log_mean_increment
-from modelcompare.estimators.smc.covariance import particle_scale
+from modelcompare.estimators.smc.mass import NO_POOL, MassPool, MassRule, particle_mass
 from modelcompare.estimators.smc.relabeling import Relabel
 from modelcompare.estimators.smc.resampling import Selection
 from modelcompare.estimators.smc.temperature import SMALLEST_STEP, TemperatureRule
@@ -48,6 +49,7 @@ class TemperedState(NamedTuple):
     log_weights: Tensor  # (M,) normalised
     log_likelihood: Tensor  # (M,) log p(piece | θ_i), untempered: what the next Δ multiplies
     temperature: float  # λ reached
+    mass_pool: MassPool = NO_POOL  # what the mass rule carries from step to step
 
 
 class Moved(NamedTuple):
@@ -84,6 +86,7 @@ class TemperedSMC(NamedTuple):
     move: Move
     relabel: Relabel | None = None  # one labelling of a label-symmetric posterior
     control: Control | None = None  # control variates of the first step's increment
+    mass: MassRule = particle_mass  # the moves' mass factor (``smc.mass``)
 
 
 class StepInfo(NamedTuple):
@@ -103,10 +106,13 @@ class StepInfo(NamedTuple):
     control_influence: Tensor | None = None
 
 
-def start(smc: TemperedSMC, particles: Tensor, log_weights: Tensor) -> TemperedState:
-    """λ = 0: the particles as they are."""
+def start(
+    smc: TemperedSMC, particles: Tensor, log_weights: Tensor, mass_pool: MassPool = NO_POOL
+) -> TemperedState:
+    """λ = 0: the particles as they are, and the mass rule's pool so far."""
     return TemperedState(
-        particles, log_weights, checked_log_likelihood(smc.log_likelihood(particles)), 0.0
+        particles, log_weights, checked_log_likelihood(smc.log_likelihood(particles)), 0.0,
+        mass_pool,
     )
 
 
@@ -142,14 +148,15 @@ def step(
     theta = state.particles
     if smc.relabel is not None:
         theta = smc.relabel(theta, log_weights)  # the likelihood is unchanged by relabelling
-    scale = particle_scale(theta, log_weights)
+    scale, mass_pool = smc.mass(theta, log_weights, state.mass_pool)
     current_ess = ess(log_weights)
     selected = smc.selection(theta, log_weights, current_ess, generator)
     moved = smc.move(selected.particles, temperature, scale, generator, checkpoint)
     start_likelihood = (state.log_likelihood if selected.ancestors is None
                         else state.log_likelihood[selected.ancestors])
     kept = settled(smc, selected.particles, moved.particles, temperature, start_likelihood)
-    after = TemperedState(kept.particles, selected.log_weights, kept.log_likelihood, temperature)
+    after = TemperedState(kept.particles, selected.log_weights, kept.log_likelihood, temperature,
+                          mass_pool)
     diverged = moved.diverged
     if kept.undone:
         diverged = (diverged or 0.0) + kept.undone

@@ -25,13 +25,13 @@ from modelcompare.estimators.data.serialization import (
 from modelcompare.models import LinearRegression
 
 
-def trained(method: str) -> OnlineEvidence:
+def trained(method: str, **given: object) -> OnlineEvidence:
     g = torch.Generator().manual_seed(0)
     x = torch.randn(60, 2, generator=g, dtype=torch.float64)
     y = x @ torch.tensor([1.0, -0.5], dtype=torch.float64) + torch.randn(
         60, generator=g, dtype=torch.float64
     )
-    settings = {"particles": 16} if method == "sgais" else {}
+    settings = ({"particles": 16} if method == "sgais" else {}) | given
     tracker = OnlineEvidence(LinearRegression(2), method=method, seed=3, **settings)
     tracker.update(x, y)
     return tracker
@@ -98,6 +98,21 @@ def test_a_field_added_after_a_state_was_stored_loads_with_its_default() -> None
     tensors["unknown"] = torch.zeros(())
     with pytest.raises(ValueError, match="unknown"):
         state_from_bytes(ParticleState, save(tensors, metadata={"type": "ParticleState"}))
+
+
+def test_the_pooled_mass_is_stored_once_it_holds_a_covariance() -> None:
+    """A stream that never pools (default settings at D ≤ 44, or still in its exact phase)
+    stores no ``mass_`` keys, so its bytes are those of a state from before the pool existed;
+    one that pools stores its D × D covariance and degrees of freedom, bit-exact."""
+    assert not [key for key in state_to_tensors(trained("sgais", mass_clouds=3).state)
+                if key.startswith("mass_")]
+    pooled = trained("sgais", mass_clouds=3, full_batch_rows=20).state
+    tensors = state_to_tensors(pooled)
+    assert tensors["mass_covariance"].shape == (3, 3) and float(tensors["mass_inverse_samples"]) > 0
+    restored = state_from_bytes(ParticleState, state_to_bytes(pooled))
+    assert torch.equal(restored.mass.covariance, pooled.mass.covariance)
+    assert torch.equal(restored.mass.inverse_samples, pooled.mass.inverse_samples)
+    assert state_to_bytes(restored) == state_to_bytes(pooled)
 
 
 def test_online_evidence_save_load_round_trip_and_identity_check() -> None:

@@ -1,8 +1,9 @@
-"""Past 44 parameters the settings a user left at their defaults scale with D: the careful and
-surprise step-count triggers and the SGHMC steps per move as √(D / 44), the SGHMC learning rate
-as 44 / D, the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44),
-and the ladder's χ² per step (1/ESS − 1) as 44 / D; below that, and wherever the user set them,
-they are the settings' own."""
+"""Past 44 parameters the settings a user left at their defaults scale with D: for the SGHMC
+methods the careful and surprise step-count triggers as D / 44 (for minibatch MH the surprise
+trigger as √(D / 44)), the SGHMC steps per move as √(D / 44), the SGHMC learning rate as 44 / D,
+the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44), the
+ladder's χ² per step (1/ESS − 1) as 44 / D, and SG-AIS's pooled mass over ⌈2D / 44⌉ clouds;
+below that, and wherever the user set them, they are the settings' own."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS, scale
 from modelcompare.estimators.online.settings import MinibatchMHSettings, SGAISSettings
 
 SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows", "hmc_moves",
-          "ess_target"}
+          "ess_target", "mass_clouds"}
 
 
 @pytest.mark.parametrize("dim", [1, 21, REFERENCE_PARAMETERS])
@@ -23,15 +24,17 @@ def test_models_up_to_the_reference_size_keep_the_settings(dim: int) -> None:
     assert scaled_to_dimension(settings, dim) is settings
 
 
-@pytest.mark.parametrize(("dim", "triggers", "steps", "exact_rows", "ess_target"),
-                         [(45, 8, 20, 511, 0.8036), (81, 11, 27, 920, 0.8804),
-                          (161, 15, 38, 1830, 0.9360), (200, 17, 43, 2000, 0.9479)])
+@pytest.mark.parametrize(("dim", "triggers", "steps", "exact_rows", "ess_target", "clouds"),
+                         [(45, 8, 20, 511, 0.8036, 3), (81, 15, 27, 920, 0.8804, 4),
+                          (161, 29, 38, 1830, 0.9360, 8), (200, 36, 43, 2000, 0.9479, 10)])
 def test_larger_models_scale_the_defaults(
-    dim: int, triggers: int, steps: int, exact_rows: int, ess_target: float
+    dim: int, triggers: int, steps: int, exact_rows: int, ess_target: float, clouds: int
 ) -> None:
     scaled = scaled_to_dimension(SGAISSettings.parse({}), dim)
     root = math.sqrt(dim / REFERENCE_PARAMETERS)
-    assert (triggers, steps) == (round(8 * root), round(20 * root))
+    assert (triggers, steps) == (round(8 * dim / REFERENCE_PARAMETERS), round(20 * root))
+    assert scaled.mass_clouds == scaled.careful.mass_clouds == clouds
+    assert clouds == math.ceil(2 * dim / REFERENCE_PARAMETERS)
     # D / 44 times 500 rows, but never past the setting's bound (2,000 at D = 200: 2,273)
     assert exact_rows == min(round(500 * dim / REFERENCE_PARAMETERS), 2000)
     assert scaled.full_batch_rows == exact_rows
@@ -51,10 +54,10 @@ def test_larger_models_scale_the_defaults(
 def test_a_setting_the_user_gave_is_kept() -> None:
     scaled = scaled_to_dimension(
         SGAISSettings.parse({"careful_steps": 8, "lr": 0.05, "full_batch_rows": 300,
-                             "ess_target": 0.7}), 161)
+                             "ess_target": 0.7, "mass_clouds": 1}), 161)
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr,
-            scaled.full_batch_rows, scaled.hmc_moves, scaled.ess_target) == (
-        8, 15, 38, 0.05, 300, 15, 0.7)
+            scaled.full_batch_rows, scaled.hmc_moves, scaled.ess_target, scaled.mass_clouds) == (
+        8, 29, 38, 0.05, 300, 15, 0.7, 1)
     # the old name sets both triggers (extension_settings.renamed): both kept
     both = scaled_to_dimension(SGAISSettings.parse({"surprise_steps": 9}), 161)
     assert (both.careful_steps, both.surprise_steps) == (9, 9)

@@ -128,6 +128,27 @@ def test_preconditioners(stream, preconditioner: str) -> None:
     assert abs(tracker.log_evidence - exact) <= 0.75 + 5.0 * tracker.log_evidence_stderr
 
 
+def test_a_pooled_mass_starts_after_the_exact_phase_and_follows_the_stream(stream) -> None:
+    """With ``mass_clouds`` 4 the state holds no pool while the moves are exact HMC, then a D × D
+    covariance carried from chunk to chunk: after several chunks it counts more samples than
+    one cloud of M − 1 and at most 4 (M − 1); log Z stays within the usual bounds."""
+    model, x, y = stream("linear_regression", ROWS, 7)
+    tracker = OnlineEvidence(model, seed=7, particles=32, full_batch_rows=40, batch_size=20,
+                             mass_clouds=4)
+    samples = []
+    for start in range(0, ROWS, POST):
+        tracker.update(x[start : start + POST], y[start : start + POST])
+        pool = tracker.state.mass
+        if start == 0:  # every piece of the first 50 rows starts within the exact phase
+            assert pool.covariance.numel() == 0
+        else:
+            assert pool.covariance.shape == (model.param_dim, model.param_dim)
+            samples.append(1 / float(pool.inverse_samples))
+    assert 31 < samples[-1] <= 4 * 31 + 1e-9
+    exact = exact_log_evidence(model, x, y)
+    assert abs(tracker.log_evidence - exact) <= 0.75 + 5.0 * tracker.log_evidence_stderr
+
+
 def test_model_without_closed_form() -> None:
     g = torch.Generator().manual_seed(8)
     x = torch.randn(120, 3, generator=g, dtype=torch.float64)

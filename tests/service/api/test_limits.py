@@ -68,6 +68,7 @@ LIMITS = {"max_models": 3, "max_x_dim": 64, "max_comparison_parameters": 50,
 @pytest.mark.parametrize(("method", "settings"), [
     ("sgais", {"particles": 16}),
     ("sgais", {"particles": 8, "islands": 3}),
+    ("sgais", {"particles": 8, "islands": 2, "mass_clouds": 3, "full_batch_rows": 20}),
     ("sequential", {"particles": 16}),
     ("minibatch_mh", {"particles": 16}),
     ("ais", {"particles": 16}),
@@ -81,7 +82,8 @@ def test_state_bytes_bounds_what_every_method_stores(
     method: str, settings: dict[str, Any], inputs: int,
 ) -> None:
     """``max_state_bytes`` counts ``state_bytes``: it must not undercount the stored record (in
-    a small model's state the log-weights and the Eves weigh up to 3.5× its parameters)."""
+    a small model's state the log-weights and the Eves weigh up to 3.5× its parameters; a
+    pooled mass matrix adds D² per system once the exact phase is over)."""
     model = LinearRegression(inputs, noise_std=1.0, prior_std=1.0)
     tracker = OnlineEvidence(model, method=method, seed=0, **settings)
     generator = torch.Generator().manual_seed(0)
@@ -90,7 +92,8 @@ def test_state_bytes_bounds_what_every_method_stores(
         tracker.update(x, torch.randn(50, generator=generator, dtype=torch.float64))
 
     stored = len(tracker.state_bytes())
-    bound = state_bytes(model.param_dim, tracker.estimator.particles, settings.get("islands", 1))
+    bound = state_bytes(model.param_dim, tracker.estimator.particles, settings.get("islands", 1),
+                        settings.get("mass_clouds", 1) > 1)
 
     assert stored <= bound
     if method == "sgais":  # the bound is its layout, not a loose ceiling
