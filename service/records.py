@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from modelcompare.estimators import EstimatorConfigError, build
+from modelcompare.estimators.online.dimension import pools_mass
 from modelcompare.models import FamilyUnavailable, Model, build_model, families
 from modelcompare.service.limits import check_size, state_bytes
 from modelcompare.service.rules import RuleSpec
@@ -108,6 +109,5 @@ class ComparisonSpec(BaseModel):
         except ArithmeticError as exc:  # e.g. prior_std=1e300: prior_std**2 overflows
             raise ValueError(f"model {spec.name!r}: its config overflows float64 ({exc})") from None
         check_size(spec.name, model.param_dim, max(estimator.particles, 1))
-        pools_mass = getattr(estimator.settings, "mass_clouds", 1) > 1  # SG-AIS, hybrid
         return state_bytes(model.param_dim, estimator.particles, int(settings.get("islands", 1)),
-                           pools_mass)
+                           pools_mass(estimator.settings, model.param_dim))

@@ -48,7 +48,7 @@ from typing import TypeVar
 import annotated_types
 
 from modelcompare.estimators.online.extension_settings import SurpriseSettings
-from modelcompare.estimators.online.settings import SGHMCSettings
+from modelcompare.estimators.online.settings import SGAISSettings, SGHMCSettings
 from modelcompare.estimators.settings import Settings
 
 REFERENCE_PARAMETERS = 44
@@ -98,3 +98,11 @@ def upper_bound(settings: Settings, name: str) -> float:
         bound.le for bound in type(settings).model_fields[name].metadata
         if isinstance(bound, annotated_types.Le)
     )
+
+
+def pools_mass(settings: Settings, param_dim: int) -> bool:
+    """Whether a method with ``settings`` pools its moves' mass matrix (``smc.mass``) for a model
+    of ``param_dim`` parameters, as scaled here, and so stores a D × D covariance with its
+    state: SG-AIS and hybrid with ``mass_clouds`` > 1, given or scaled."""
+    return isinstance(settings, SGAISSettings) and (
+        scaled_to_dimension(settings, param_dim).mass_clouds > 1)

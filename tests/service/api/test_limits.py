@@ -13,6 +13,7 @@ from service_helpers import assert_error, comparison_body, wait_for_sequence
 from service_server import Server, StartServer, snapshot
 
 from modelcompare.estimators import OnlineEvidence
+from modelcompare.estimators.online.dimension import pools_mass
 from modelcompare.models import LinearRegression
 from modelcompare.service.limits import state_bytes
 from modelcompare.service.store.comparisons import Comparisons
@@ -93,11 +94,28 @@ def test_state_bytes_bounds_what_every_method_stores(
 
     stored = len(tracker.state_bytes())
     bound = state_bytes(model.param_dim, tracker.estimator.particles, settings.get("islands", 1),
-                        settings.get("mass_clouds", 1) > 1)
+                        pools_mass(tracker.estimator.settings, model.param_dim))
 
     assert stored <= bound
     if method == "sgais":  # the bound is its layout, not a loose ceiling
         assert stored >= 0.5 * bound
+
+
+def test_state_bytes_counts_the_pool_a_larger_model_gets_by_default() -> None:
+    """Past 44 parameters SG-AIS pools its mass matrix without being asked (``mass_clouds``
+    scaled to ⌈2D / 44⌉): the bound counts the D × D pool its state then stores."""
+    model = LinearRegression(44, noise_std=1.0, prior_std=1.0)  # 45 parameters
+    tracker = OnlineEvidence(model, seed=0, particles=16, full_batch_rows=20)
+    assert pools_mass(tracker.estimator.settings, model.param_dim)
+    generator = torch.Generator().manual_seed(0)
+    for _ in range(2):
+        x = torch.randn(30, 44, generator=generator, dtype=torch.float64)
+        tracker.update(x, torch.randn(30, generator=generator, dtype=torch.float64))
+    assert tracker.state.mass.covariance.shape == (45, 45)
+    stored = len(tracker.state_bytes())
+    assert stored > state_bytes(model.param_dim, 16)  # what the bound said before the pool
+    assert stored <= state_bytes(model.param_dim, 16, 1, pools_mass(tracker.estimator.settings,
+                                                                   model.param_dim))
 
 
 def test_creates_over_a_limit_are_422_naming_it_and_store_nothing(
