@@ -4,7 +4,8 @@ the past it follows, and a chunk as its pieces in turn.
 A piece goes through five parts, each replaceable: the control-variate anchor (``anchor``), the
 past as the gradients read it (``target.past_data``), the method's tempered-SMC parts of each
 step (``smc.tempered``), the annealing (``smc.tempered.anneal_planned``) and the variance rule
-that gives the piece's variance of log Ẑ. Extensions plug in at two points and nowhere else: a
+that gives the piece's variance of log Ẑ; a stream's first piece may start from a Gaussian
+instead of the prior (``gaussian_start``). Extensions plug in at two points and nowhere else: a
 ``StepRule`` may change the parts of the next step from the state reached, and the ``AfterPiece``
 functions follow the annealing (their order is the kernel's). A chunk is cut into
 schedule-sized pieces (``data.schedule``) and each is absorbed in turn.
@@ -24,6 +25,7 @@ from modelcompare.estimators.data.history import ExtendedHistory, History, Rows
 from modelcompare.estimators.data.schedule import split_points
 from modelcompare.estimators.deadline import Deadline
 from modelcompare.estimators.online import anchor
+from modelcompare.estimators.online.gaussian_start import GaussianReference, laplace_reference
 from modelcompare.estimators.online.reports import ChunkReport, PieceReport
 from modelcompare.estimators.online.settings import PastDataSettings
 from modelcompare.estimators.online.spread import SPREAD_ROWS, relative_spread
@@ -56,6 +58,7 @@ class PieceEnv(NamedTuple):
     generator: torch.Generator
     deadline: Deadline | None
     absorbed_rows: int  # rows of the chunk before the piece (for progress reports)
+    reference: GaussianReference | None = None  # the Gaussian start of a stream's first piece
 
 
 class Adjustment(NamedTuple):
@@ -111,6 +114,9 @@ class PieceKernel(NamedTuple):
     variance: VarianceRule
     step_rule: StepRule | None = None
     after: tuple[AfterPiece, ...] = ()
+    # a stream's first rows, up to this many, are one piece annealed in from the Laplace
+    # approximation of its posterior (``gaussian_start``; 0: from the prior)
+    start_rows: int = 0
 
 
 class StepPlan(NamedTuple):
@@ -140,7 +146,7 @@ def next_plan(kernel: PieceKernel, env: PieceEnv, plan: StepPlan, state: Tempere
         past, reanchored, rebuild = moved, True, True
     smc = plan.smc
     if rebuild:
-        smc = make(Piece(env.model, env.rows, past))
+        smc = make(Piece(env.model, env.rows, past, env.reference))
         smc = smc if selection is None else smc._replace(selection=selection)
     return StepPlan(make, past, smc, steps, reanchored, selection is not None, rule)
 
@@ -152,14 +158,18 @@ def anneal_piece(kernel: PieceKernel, env: PieceEnv, state: ParticleState) -> An
     )
     anchored = None if found is None else with_piece(kernel.model, found, env.rows)
     past = past_data(env.history, kernel.full_batch_rows, kernel.past.batch_size, anchored)
-    smc = kernel.parts(Piece(kernel.model, env.rows, past))
+    smc = kernel.parts(Piece(kernel.model, env.rows, past, env.reference))
     rule = None if kernel.step_rule is None else kernel.step_rule.start(env)
     plan = StepPlan(kernel.parts, past, smc, 0, reanchored, False, rule)
+    particles, log_weights = state.particles, state.log_weights
+    if env.reference is not None:
+        particles = env.reference.sample(env.particles, env.generator)
+        log_weights = torch.full_like(log_weights, -math.log(env.particles))
     tempered, steps, plan = anneal_planned(
         plan,
         _parts_of,
         functools.partial(next_plan, kernel, env),
-        start(smc, state.particles, state.log_weights, state.mass),
+        start(smc, particles, log_weights, state.mass),
         env.generator,
         kernel.max_steps,
         env.deadline,
@@ -194,7 +204,8 @@ def absorb_piece(
     variance, after = kernel.variance(state, after, piece)
     after = after._replace(log_evidence_variance=state.log_evidence_variance + variance)
     return after, PieceReport(log_evidence, variance, piece.steps, piece.reanchored,
-                              delta_method, piece.extra_moves)
+                              delta_method, piece.extra_moves, int(state.n_observations),
+                              env.reference is not None)
 
 
 def absorb_pieces(
@@ -209,12 +220,17 @@ def absorb_pieces(
     n = int(state.n_observations)
     if len(history) != n:
         raise ValueError(f"history has {len(history)} rows but the state has seen {n}")
+    reference, first = None, 0
+    if n == 0 and kernel.start_rows and chunk.count:
+        first = min(chunk.count, kernel.start_rows)
+        reference = laplace_reference(kernel.model, chunk.slice(0, first), state.particles,
+                                      deadline)
     reports = []
-    for begin, end in split_points(n, chunk.count):
+    for begin, end in split_points(n, chunk.count, first if reference is not None else 0):
         seen = ExtendedHistory(history, chunk.slice(0, begin)) if begin else history
         env = PieceEnv(kernel.model, chunk.slice(begin, end), seen, kernel.past,
                        kernel.full_batch_rows, kernel.parts, state.particles.shape[0],
-                       generator, deadline, begin)
+                       generator, deadline, begin, reference if begin == 0 else None)
         state, report = absorb_piece(kernel, state, env)
         reports.append(report)
     return state, tuple(reports)

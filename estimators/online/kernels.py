@@ -51,7 +51,9 @@ def exact_hmc(piece: Piece, params: HMCParams, gradient_dtype: torch.dtype) -> M
         generator: torch.Generator,
         checkpoint: Checkpoint,
     ) -> Moved:
-        target = exact_target(piece.model, piece.rows, temperature, piece.past, dtype)
+        target = exact_target(
+            piece.model, piece.rows, temperature, piece.past, dtype, piece.reference
+        )
         theta, acceptance = hmc_chain(
             theta, target.value_and_grad, scale, params, generator, target.grad, checkpoint
         )

@@ -88,7 +88,7 @@ def reestimating(
         state, report = inner(state, chunk, history, generator, deadline)
         after = int(state.n_observations)
         if n <= kernel.full_batch_rows:
-            exact = exact_phase_steps(report.pieces, n, chunk.count, kernel.full_batch_rows)
+            exact = exact_phase_steps(report.pieces, kernel.full_batch_rows)
             slot = state.reestimate
             return state._replace(reestimate=slot._replace(
                 exact_steps=slot.exact_steps + exact)), report
@@ -138,7 +138,7 @@ def reestimated(
     # a pass can go astray too (calibration data set 22 froze in one): the next one waits
     # until n has grown by ``growth`` again. Its pieces' ladders are measured against its own
     # exact phase (a piece of that phase is part of it, so never longer)
-    exact = exact_phase_steps(pieces, 0, rows.count, kernel.full_batch_rows)
+    exact = exact_phase_steps(pieces, kernel.full_batch_rows)
     if astray(pieces, spread, exact):
         slot = slot._replace(astray_rows=new.n_observations.clone())
     return new._replace(reestimate=slot), ChunkReport(report.pieces, True, spread)

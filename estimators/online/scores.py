@@ -1,6 +1,6 @@
 """The score of the past's posterior, ∇ log π₀(θ) = ∇ log p(θ) + Σ_{i≤n} ∇ log p(y_i | θ), at each
 particle: the control variates of a piece's first annealing step (``smc.control_variates``),
-E_π₀[∇ log π₀] = 0.
+E_π₀[∇ log π₀] = 0. From a reference q (``gaussian_start``) π₀ is q.
 
 While the past is used in full the score is exact; after that it is the minibatch estimate the
 SGHMC moves read (``target.grad_log_target`` at λ = 0: control-variate gradients anchored near
@@ -22,7 +22,10 @@ def past_score(piece: Piece) -> Control:
 
     def score(theta: Tensor, generator: torch.Generator) -> Tensor:
         if piece.past_in_full:
-            return exact_target(piece.model, piece.rows, 0.0, piece.past, theta.dtype).grad(theta)
+            target = exact_target(
+                piece.model, piece.rows, 0.0, piece.past, theta.dtype, piece.reference
+            )
+            return target.grad(theta)
         return grad_log_target(piece.model, theta, piece.rows, 0.0, piece.past, generator)
 
     return score

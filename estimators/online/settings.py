@@ -156,6 +156,15 @@ class SGAISSettings(CarefulSettings, IslandsSettings, AnnealingSettings, Sequent
         "pooled over about this many annealing steps' clouds, carried from chunk to chunk "
         "(1: each step's own cloud); left unset, ⌈2D / 44⌉ for a model of D > 44 parameters",
     )
+    start: Advanced[Literal["prior", "laplace"]] = Field(
+        "prior",
+        description="where a stream's first rows anneal from: prior, in the schedule's pieces; "
+        "laplace, the first chunk's rows up to full_batch_rows as one piece from the Gaussian at "
+        "their posterior's mode (prior where that has no mode, and for label-symmetric models; "
+        "hybrid starts with nested sampling, so there it is the start of a re-estimate); "
+        "laplace costs a 161-parameter model a quarter of the CPU but reads it lower "
+        "(docs/design/gaussian-start.md)",
+    )
 
     @property
     def careful(self) -> SGAISSettings:

@@ -21,6 +21,7 @@ from modelcompare.estimators.online import standard_error
 from modelcompare.estimators.online.assembly import online_estimator
 from modelcompare.estimators.online.careful import Careful, narrowing, step_rule
 from modelcompare.estimators.online.dimension import scaled_to_dimension
+from modelcompare.estimators.online.gaussian_start import reference_mass
 from modelcompare.estimators.online.islands import averaged, islands
 from modelcompare.estimators.online.kernel import ChunkUpdate, PieceKernel, absorb
 from modelcompare.estimators.online.kernels import sghmc_moves
@@ -127,15 +128,20 @@ def controlled(settings: SGAISSettings, model: Model) -> bool:
 
 def parts(settings: SGAISSettings, relabel: Relabel | None, piece: Piece) -> TemperedSMC:
     """SG-AIS's parts for ``piece``; past the exact phase the SGHMC mass pools
-    ``mass_clouds`` clouds (exact HMC is Metropolis-tested: its mass only sets its pace)."""
+    ``mass_clouds`` clouds (exact HMC is Metropolis-tested: its mass only sets its pace), and
+    from a Gaussian start it is the start's covariance."""
     control = past_score(piece) if controlled(settings, piece.model) else None
     mass = particle_mass if piece.past_in_full else mass_rule(settings.mass_clouds)
+    if piece.reference is not None:
+        mass = reference_mass(piece.reference)
     return annealed(settings, relabel, piece, sghmc_moves(settings, piece), control, mass)
 
 
 def kernel(model: Model, settings: SGAISSettings) -> PieceKernel:
-    """The piece kernel with SG-AIS's parts, the careful ladder and the surprise moves (their
-    triggers and moves scaled to the model's size: ``dimension``)."""
+    """The piece kernel with SG-AIS's parts, the careful ladder, the surprise moves (their
+    triggers and moves scaled to the model's size: ``dimension``) and the stream's start: from
+    the prior, or from a Gaussian on its first rows up to ``full_batch_rows`` (never for a
+    label-symmetric model, whose posterior has a copy of every mode per labelling)."""
     settings = scaled_to_dimension(settings, model.param_dim)
     relabel = relabeler(model)
     careful = Careful(
@@ -154,7 +160,14 @@ def kernel(model: Model, settings: SGAISSettings) -> PieceKernel:
         variance=standard_error.RULES[settings.standard_error],
         step_rule=step_rule(careful),
         after=after + surprise_moves(settings),
+        start_rows=settings.full_batch_rows if laplace_start(settings, relabel) else 0,
     )
+
+
+def laplace_start(settings: SGAISSettings, relabel: Relabel | None) -> bool:
+    """Whether a stream starts from a Gaussian (``gaussian_start``): asked for, on a model
+    whose posterior is not label-symmetric, with a first piece of at least one row."""
+    return settings.start == "laplace" and relabel is None and settings.full_batch_rows > 0
 
 
 def chunk_update(model: Model, settings: SGAISSettings) -> ChunkUpdate:

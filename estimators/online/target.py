@@ -21,6 +21,7 @@ from torch import Tensor
 
 from modelcompare.estimators.data.history import History, Rows, RowsHistory, cat_rows
 from modelcompare.estimators.online import precision
+from modelcompare.estimators.online.gaussian_start import Bridge, GaussianReference
 from modelcompare.models import Model, WeightedRows, WeightedSum
 
 
@@ -47,11 +48,13 @@ class PastData(NamedTuple):
 
 
 class Piece(NamedTuple):
-    """A piece of a chunk being annealed in, and the past it is conditioned on."""
+    """A piece of a chunk being annealed in, and the past it is conditioned on; with a
+    ``reference``, the first piece of a stream annealed in from it (``gaussian_start``)."""
 
     model: Model
     rows: Rows
     past: PastData
+    reference: GaussianReference | None = None
 
     @property
     def past_in_full(self) -> bool:
@@ -59,8 +62,11 @@ class Piece(NamedTuple):
         return self.past.full is not None or len(self.past.history) == 0
 
     def log_likelihood(self, theta: Tensor) -> Tensor:
-        """log p(piece | θ) per particle (M,)."""
-        return self.model.log_likelihood(theta, self.rows.x, self.rows.y).sum(-1)
+        """log p(piece | θ) per particle (M,), from a reference q: log p(piece | θ) p(θ) / q(θ)."""
+        value = self.model.log_likelihood(theta, self.rows.x, self.rows.y).sum(-1)
+        if self.reference is None:
+            return value
+        return value + self.model.log_prior(theta) - self.reference.log_density(theta)
 
 
 def anchor_at(model: Model, point: Tensor, history: History, block_rows: int = 65536) -> Anchor:
@@ -94,9 +100,12 @@ class ExactTarget(NamedTuple):
     model: Model
     likelihood: WeightedSum | None  # λ × the piece plus the past; None: the prior alone
     steering: WeightedSum | None  # the same sum in the gradients' dtype
+    bridge: Bridge | None = None  # (1 − λ) of the base is a reference q's (``gaussian_start``)
 
     def value_and_grad(self, theta: Tensor) -> tuple[Tensor, Tensor]:
         value, grad = self.model.log_prior(theta), self.model.grad_log_prior(theta)
+        if self.bridge is not None:
+            value, grad = self.bridge.value_and_grad(theta, value, grad)
         if self.likelihood is None:
             return value, grad
         part_value, part_grad = self.likelihood.value_and_grad(theta)
@@ -104,23 +113,32 @@ class ExactTarget(NamedTuple):
 
     def grad(self, theta: Tensor) -> Tensor:
         grad = self.model.grad_log_prior(theta)
+        if self.bridge is not None:
+            grad = self.bridge.grad(theta, grad)
         return grad if self.steering is None else grad + self.steering.grad(theta)
 
 
 def exact_target(
-    model: Model, chunk: Rows, temperature: float, past: PastData, dtype: torch.dtype
+    model: Model,
+    chunk: Rows,
+    temperature: float,
+    past: PastData,
+    dtype: torch.dtype,
+    reference: GaussianReference | None = None,
 ) -> ExactTarget:
     """The exact tempered target at ``temperature``, its rows prepared once for many θ; ``grad``
-    computes in ``dtype``."""
+    computes in ``dtype``. From a ``reference`` q the base is p(θ)^λ q(θ)^(1−λ)."""
     if len(past.history) > 0 and past.full is None:
         raise ValueError("the exact tempered target needs the full past data")
+    bridge = None if reference is None else Bridge(reference, 1.0 - temperature)
     parts = [(chunk.x, chunk.y, temperature)] if temperature > 0.0 else []
     if past.full is not None:
         parts.append((past.full.x, past.full.y, 1.0))
     if not parts:
-        return ExactTarget(model, None, None)
+        return ExactTarget(model, None, None, bridge)
     likelihood = model.weighted_sum(parts)
-    return ExactTarget(model, likelihood, precision.weighted_sum(model, parts, dtype, likelihood))
+    steering = precision.weighted_sum(model, parts, dtype, likelihood)
+    return ExactTarget(model, likelihood, steering, bridge)
 
 
 def grad_log_target(

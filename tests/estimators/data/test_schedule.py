@@ -1,4 +1,5 @@
-"""The chunk schedule: 20 rows while n <= 80, n/4 while n < 2000, 500 after."""
+"""The chunk schedule: 20 rows while n <= 80, n/4 while n < 2000, 500 after; a stream that
+starts from a Gaussian takes its first rows, up to a bound, as one piece."""
 
 from __future__ import annotations
 
@@ -37,3 +38,17 @@ def test_split_points_from_scratch() -> None:
     assert sizes[-2:] == [500, 500] or sizes[-1] <= 500
     assert sum(sizes) == 3000
     assert list(split_points(10, 0)) == []
+
+
+@pytest.mark.parametrize(("rows", "first", "head"), [(500, 1830, 500), (3000, 1830, 1830),
+                                                      (10, 1830, 10), (500, 0, 20)])
+def test_a_gaussian_start_takes_the_first_rows_as_one_piece(
+    rows: int, first: int, head: int
+) -> None:
+    """The stream's first ``first`` rows (as many as the chunk holds) are one piece, and the
+    schedule cuts the rest from there; a stream already started is cut as before."""
+    pieces = list(split_points(0, rows, first))
+    assert pieces[0] == (0, head)
+    assert pieces[1:] == [(head + start, head + stop)
+                          for start, stop in split_points(head, rows - head)]
+    assert list(split_points(57, 45, first)) == list(split_points(57, 45))

@@ -124,14 +124,16 @@ def test_divergence_a_frozen_or_wide_cloud_or_a_ladder_past_the_exact_phase_is_a
 
 
 def test_the_exact_phase_steps_are_those_of_the_pieces_that_start_within_it() -> None:
-    """Rows 60-160 are cut at 80 and 100 (20-row pieces up to 80 rows seen), 125 and 156 (n / 4):
-    with the past read in full while n ≤ 100, the pieces starting at 60, 80 and 100 count."""
-    reports = tuple(piece((0.0,) * steps) for steps in (3, 5, 7, 11, 13))
-    assert exact_phase_steps(reports, 60, 100, 100) == 3 + 5 + 7
-    assert exact_phase_steps(reports, 60, 100, 99) == 3 + 5
-    assert exact_phase_steps(reports[:1], 200, 20, 100) == 0
-    with pytest.raises(ValueError):  # not the pieces of that chunk
-        exact_phase_steps(reports[:4], 60, 100, 100)
+    """Pieces starting at 60, 80, 100, 125 and 156 rows seen: with the past read in full while
+    n ≤ 100, those starting at 60, 80 and 100 count."""
+    reports = tuple(piece((0.0,) * steps)._replace(seen=seen)
+                    for steps, seen in zip((3, 5, 7, 11, 13), (60, 80, 100, 125, 156), strict=True))
+    assert exact_phase_steps(reports, 100) == 3 + 5 + 7
+    assert exact_phase_steps(reports, 99) == 3 + 5
+    assert exact_phase_steps(reports[3:], 100) == 0
+    # a Gaussian start's steps are not a path from the prior (``gaussian_start``)
+    started = (reports[0]._replace(seen=0, started=True), *reports[1:])
+    assert exact_phase_steps(started, 100) == 5 + 7
 
 
 class Fake:
@@ -156,7 +158,9 @@ class Fake:
                                                                              ChunkReport]:
         """One report per schedule piece, each of ``signs["steps"]`` steps."""
         steps = (self.signs["diverged"],) * int(self.signs["steps"])
-        pieces = tuple(piece(steps) for _ in split_points(int(state.n_observations), chunk.count))
+        n = int(state.n_observations)
+        pieces = tuple(piece(steps)._replace(seen=n + begin)
+                       for begin, _ in split_points(n, chunk.count))
         report = ChunkReport(pieces, False, self.signs["spread"])
         self.reports.append(report)
         return state._replace(n_observations=state.n_observations + chunk.count), report
