@@ -79,12 +79,14 @@ class Bridge(NamedTuple):
         self, theta: Tensor, log_prior: Tensor, grad: Tensor
     ) -> tuple[Tensor, Tensor]:
         if self.weight == 1.0:  # λ = 0: q alone, even where the prior is −∞
-            return self.reference.log_density(theta), self.reference.grad_log_density(theta)
+            return self.reference.log_density(theta), self.grad(theta, grad)
         stay = 1.0 - self.weight
         return (stay * log_prior + self.weight * self.reference.log_density(theta),
                 self.grad(theta, grad))
 
     def grad(self, theta: Tensor, grad_log_prior: Tensor) -> Tensor:
+        if self.weight == 1.0:  # λ = 0: q's alone, as the value
+            return self.reference.grad_log_density(theta)
         return (1.0 - self.weight) * grad_log_prior + self.weight * self.reference.grad_log_density(
             theta)
 
@@ -101,9 +103,7 @@ def laplace_reference(
         check_deadline(deadline, Progress(0, 0.0, 0))
         try:
             mode = find_mode(model, rows, start, NEWTON)
-            covariance = torch.cholesky_inverse(torch.linalg.cholesky(mode.precision))
-            return GaussianReference(mode.location, mode.precision,
-                                     torch.linalg.cholesky(covariance))
+            return GaussianReference(mode.location, mode.precision, mode.covariance_factor())
         except (EstimatorError, torch.linalg.LinAlgError):
             continue
     return None

@@ -79,6 +79,10 @@ class Mode:
     log_density: float  # log p(θ̂) + log p(y | θ̂)
     newton_steps: int
 
+    def covariance_factor(self) -> Tensor:
+        """L, lower triangular, with L Lᵀ = H⁻¹ (the Laplace covariance)."""
+        return torch.linalg.cholesky(torch.cholesky_inverse(torch.linalg.cholesky(self.precision)))
+
 
 @dataclass(frozen=True)
 class LaplaceISResult:
@@ -136,8 +140,7 @@ class StudentTProposal:
 
     def __init__(self, model: Model, mode: Mode, config: LaplaceISSettings) -> None:
         self.model, self.location, self.dof = model, mode.location, config.dof
-        covariance = torch.cholesky_inverse(torch.linalg.cholesky(mode.precision))
-        self.factor = config.scale * torch.linalg.cholesky(covariance)  # Σ = L Lᵀ
+        self.factor = config.scale * mode.covariance_factor()  # Σ = L Lᵀ
         self.relabelings = model.relabelings(mode.location[None]).shape[0]
 
     def sample(self, num: int, generator: torch.Generator) -> Tensor:
