@@ -30,8 +30,9 @@ def catch_up_all(runners: dict[str, Runner], snap: Snapshot, progress: Compariso
 def catch_up(runner: Runner, snap: Snapshot, model: ModelProgress, history: Any,
              settings: Settings) -> tuple[Any, ModelProgress]:
     """Replay stored blocks (each with its own sequence) for a model added mid-stream, at most
-    ``settings.batch_chunks`` of them and no more once ``settings.update_budget`` seconds have
-    passed, so that a long replay holds the worker no longer than one live update may; a block
+    ``settings.batch_chunks`` of them and no more once ``settings.update_budget`` CPU seconds of
+    this thread have passed, so that a long replay holds the worker no longer than one live
+    update may (the clock the live budget counts, which a busy host does not use up); a block
     whose own update takes longer than the budget fails the model (``BudgetExceeded``), like a
     live chunk that does. Each replayed block advances the model's windowed evidence and
     reliability record as a live update does. Returns the state reached and the model; a model
@@ -40,7 +41,7 @@ def catch_up(runner: Runner, snap: Snapshot, model: ModelProgress, history: Any,
     first = model.sequence + 1
     target = min(snap.sequence, first + settings.batch_chunks - 1)
     budget = settings.update_budget
-    step = Deadline.after(budget)
+    step = Deadline.cpu_after(budget)
     try:
         for sequence in range(first, target + 1):
             if sequence > first and step.passed():
