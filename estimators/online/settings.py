@@ -53,7 +53,11 @@ class ExactPhaseSettings(HMCSettings):
 
 class PastDataSettings(Settings):
     batch_size: int = Field(
-        100, ge=1, le=4096, description="minibatch size drawn with replacement from the past"
+        100,
+        ge=1,
+        le=4096,
+        description="minibatch size drawn with replacement from the past; left unset, × D / 44 "
+        "for SGHMC methods with a model of D > 44 parameters",
     )
     control_variates: Advanced[bool] = Field(
         True,
@@ -153,8 +157,9 @@ class SGAISSettings(CarefulSettings, IslandsSettings, AnnealingSettings, Sequent
         ge=1,
         le=64,
         description="past the exact phase, the SGHMC mass matrix is the particle covariance "
-        "pooled over about this many annealing steps' clouds, carried from chunk to chunk "
-        "(1: each step's own cloud); left unset, ⌈2D / 44⌉ for a model of D > 44 parameters",
+        "pooled over about this many of the earlier annealing steps' clouds, carried from chunk "
+        "to chunk (1: each step's own cloud); left unset, ⌈2D / 44⌉ for a model of D > 44 "
+        "parameters",
     )
     start: Advanced[Literal["prior", "laplace"]] = Field(
         "prior",
@@ -162,8 +167,8 @@ class SGAISSettings(CarefulSettings, IslandsSettings, AnnealingSettings, Sequent
         "laplace, the first chunk's rows up to full_batch_rows as one piece from the Gaussian at "
         "their posterior's mode (prior where that has no mode, and for label-symmetric models; "
         "hybrid starts with nested sampling, so there it is the start of a re-estimate); "
-        "laplace costs a 161-parameter model a quarter of the CPU but reads it lower "
-        "(docs/design/gaussian-start.md)",
+        "laplace takes a 161-parameter linear regression's first 500 rows in one annealing "
+        "step, where prior takes 650 (docs/design/gaussian-start.md)",
     )
 
     @property

@@ -1,8 +1,9 @@
 """Past 44 parameters the settings a user left at their defaults scale with D: for the SGHMC
 methods the careful and surprise step-count triggers as D / 44 (for minibatch MH the surprise
 trigger as √(D / 44)), the SGHMC steps per move as √(D / 44), the SGHMC learning rate as 44 / D,
-the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44), the
-ladder's χ² per step (1/ESS − 1) as 44 / D, and SG-AIS's pooled mass over ⌈2D / 44⌉ clouds;
+the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44), the past's
+minibatch as D / 44, the ladder's χ² per step (1/ESS − 1) as 44 / D, and SG-AIS's pooled mass
+over ⌈2D / 44⌉ clouds;
 below that, and wherever the user set them, they are the settings' own."""
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS, scale
 from modelcompare.estimators.online.settings import MinibatchMHSettings, SGAISSettings
 
 SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows", "hmc_moves",
-          "ess_target", "mass_clouds"}
+          "ess_target", "mass_clouds", "batch_size"}
 
 
 @pytest.mark.parametrize("dim", [1, 21, REFERENCE_PARAMETERS])
@@ -39,6 +40,7 @@ def test_larger_models_scale_the_defaults(
     assert exact_rows == min(round(500 * dim / REFERENCE_PARAMETERS), 2000)
     assert scaled.full_batch_rows == exact_rows
     assert scaled.hmc_moves == round(8 * root)
+    assert scaled.batch_size == scaled.careful.batch_size == round(100 * dim / REFERENCE_PARAMETERS)
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps) == (
         triggers, triggers, steps)
     assert scaled.lr == pytest.approx(0.025 * REFERENCE_PARAMETERS / dim, rel=1e-15)
@@ -54,10 +56,10 @@ def test_larger_models_scale_the_defaults(
 def test_a_setting_the_user_gave_is_kept() -> None:
     scaled = scaled_to_dimension(
         SGAISSettings.parse({"careful_steps": 8, "lr": 0.05, "full_batch_rows": 300,
-                             "ess_target": 0.7, "mass_clouds": 1}), 161)
+                             "ess_target": 0.7, "mass_clouds": 1, "batch_size": 50}), 161)
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr,
-            scaled.full_batch_rows, scaled.hmc_moves, scaled.ess_target, scaled.mass_clouds) == (
-        8, 29, 38, 0.05, 300, 15, 0.7, 1)
+            scaled.full_batch_rows, scaled.hmc_moves, scaled.ess_target, scaled.mass_clouds,
+            scaled.batch_size) == (8, 29, 38, 0.05, 300, 15, 0.7, 1, 50)
     # the old name sets both triggers (extension_settings.renamed): both kept
     both = scaled_to_dimension(SGAISSettings.parse({"surprise_steps": 9}), 161)
     assert (both.careful_steps, both.surprise_steps) == (9, 9)

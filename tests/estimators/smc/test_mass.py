@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import torch
 
-from modelcompare.estimators.smc.covariance import particle_scale, weighted_covariance
+from modelcompare.estimators.smc.covariance import (
+    covariance_factor,
+    particle_scale,
+    weighted_covariance,
+)
 from modelcompare.estimators.smc.mass import NO_POOL, mass_rule, particle_mass, pooled_mass
 
 
@@ -75,3 +79,16 @@ def test_a_cloud_of_another_dimension_starts_the_pool_again() -> None:
     theta = cloud(16, torch.ones(5, dtype=torch.float64), 1)
     _, again = pooled_mass(4)(theta, equal_weights(16), pool)
     assert torch.equal(again.covariance, weighted_covariance(theta, equal_weights(16)))
+
+
+def test_a_pooled_step_moves_with_the_earlier_clouds_alone() -> None:
+    """Past the first step the factor is the pool's before the step's own cloud joins it: two
+    clouds moved from the same pool get the same factor, the covariance of the clouds before
+    them (shrunk for their degrees of freedom), while the pool they hand on holds each."""
+    truth, rule = torch.ones(5, dtype=torch.float64), pooled_mass(4)
+    _, pool = rule(cloud(16, truth, 0), equal_weights(16), NO_POOL)
+    first, after_first = rule(cloud(16, truth, 1), equal_weights(16), pool)
+    second, after_second = rule(cloud(16, truth * 9, 2), equal_weights(16), pool)
+    assert torch.equal(first, second)
+    assert torch.equal(first, covariance_factor(pool.covariance, 15))
+    assert not torch.equal(after_first.covariance, after_second.covariance)
