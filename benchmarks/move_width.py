@@ -50,7 +50,8 @@ from modelcompare.estimators.smc.covariance import covariance_factor
 from modelcompare.estimators.smc.mass import NO_POOL, MassPool, MassRule, mass_rule, pooled_mass
 
 PARTICLES, PIECE, BURN_IN, BATCHES = 64, 500, 10, 5
-UNSCALED_BATCH = 100  # the past's minibatch at D <= 44 (``online.dimension`` scales it by D / 44)
+# the past's minibatch at D <= 44 (``online.dimension`` scales it by D / 44)
+UNSCALED_BATCH = SGAISSettings().batch_size
 
 
 class Variant(NamedTuple):
