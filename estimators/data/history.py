@@ -194,11 +194,21 @@ class ExtendedHistory:
 
 
 def select_columns(rows: Rows, columns: Tensor | None) -> Rows:
-    """The model's view of ``rows``: the listed x columns (x dropped when ``columns`` is None)."""
+    """The model's view of ``rows``: the listed x columns (x dropped when ``columns`` is None);
+    ``rows`` themselves, uncopied, where the columns are all of x's in order (a model reading
+    every column: the copy was a sixth of a 161-parameter linear regression's SGHMC time)."""
     if columns is None:
         return Rows(None, rows.y)
     assert rows.x is not None
+    if every_column(columns, rows.x.shape[1]):
+        return rows
     return Rows(rows.x.index_select(1, columns.to(rows.x.device)), rows.y)
+
+
+def every_column(columns: Tensor, width: int) -> bool:
+    """Whether ``columns`` lists the ``width`` columns 0, 1, …, width − 1 in order."""
+    return columns.numel() == width and bool(
+        torch.equal(columns.cpu(), torch.arange(width, dtype=columns.dtype)))
 
 
 class ColumnView:

@@ -13,6 +13,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from modelcompare.estimators.moves.metric import to_position, whitened
+
 LogTargetFn = Callable[[Tensor], tuple[Tensor, Tensor]]  # θ -> (log π(θ) (M,), ∇ log π (M, D))
 
 
@@ -76,7 +78,9 @@ def transition(
     log π the Metropolis test does not read.
 
     ``scale`` is L with M⁻¹ = L Lᵀ. In whitened momentum q = Lᵀp ~ N(0, I) the leapfrog reads
-    q ← q + ε/2 Lᵀ∇log π, θ ← θ + ε L q, and the kinetic energy is |q|²/2.
+    q ← q + ε/2 Lᵀ∇log π, θ ← θ + ε L q, and the kinetic energy is |q|²/2. The products with L
+    compute in its dtype (``metric``): each half of the leapfrog stays a shear, so the chain
+    stays exact.
     """
     m = theta.shape[0]
     # Jitter the step per particle (uniform ±50%) to avoid periodic orbits (Neal 2011, sec. 5.4.2).
@@ -86,15 +90,15 @@ def transition(
     q0 = torch.randn(theta.shape, generator=generator, dtype=theta.dtype, device=theta.device)
     log_p0, grad0 = log_target(theta) if start is None else start
     half = 0.5 * eps
-    position, q = theta, q0 + half * (grad0 @ scale)
+    position, q = theta, q0 + half * whitened(grad0, scale)
     for i in range(leapfrog_steps):
-        position = position + eps * (q @ scale.T)
+        position = position + eps * to_position(q, scale)
         last = i == leapfrog_steps - 1
         if last or grad_log_target is None:
             log_p, grad = log_target(position)
         else:
             grad = grad_log_target(position)
-        q = q + (half if last else eps) * (grad @ scale)
+        q = q + (half if last else eps) * whitened(grad, scale)
     log_accept = (log_p - 0.5 * (q * q).sum(-1)) - (log_p0 - 0.5 * (q0 * q0).sum(-1))
     log_accept = torch.nan_to_num(log_accept, nan=-torch.inf)
     accept = (

@@ -24,6 +24,8 @@ from typing import Literal, NamedTuple
 import torch
 from torch import Tensor
 
+from modelcompare.estimators.moves.metric import to_position, whitened
+
 GradFn = Callable[[Tensor], Tensor]
 DIVERGED = 1e3  # whitened distance (in posterior spreads) past which a trajectory has diverged
 # a move whose step ``noise_limited`` shortens takes at most this many times its steps
@@ -71,9 +73,10 @@ def sghmc_move(
 ) -> Trajectories:
     """``steps`` SGHMC steps from ``theta`` (M, D) with a fresh momentum: the new positions.
 
-    ``scale`` is L with M⁻¹ = L Lᵀ. ``gradient_noise`` is a factor G L (M, R, D) of each
-    particle's whitened gradient-noise covariance, LᵀV_mL = (G_m L)ᵀ G_m L
-    (``target.gradient_noise``); without it the noise is taken as zero.
+    ``scale`` is L with M⁻¹ = L Lᵀ; the products with it compute in its dtype (``metric``).
+    ``gradient_noise`` is a factor G L (M, R, D) of each particle's whitened gradient-noise
+    covariance, LᵀV_mL = (G_m L)ᵀ G_m L (``target.gradient_noise``); without it the noise is
+    taken as zero.
     """
     start, noise_scale = theta, (2.0 * friction * step) ** 0.5
     shape, dtype, device = theta.shape, theta.dtype, theta.device
@@ -88,9 +91,9 @@ def sghmc_move(
         if extra_friction is not None:
             damped.sub_(extra_friction(velocity))
         noise = standard_normal(shape, generator, dtype, device)
-        velocity = torch.mm(step * grad_log_target(theta), scale, out=velocities[index])
+        velocity = whitened(step * grad_log_target(theta), scale, out=velocities[index])
         velocity.add_(damped).add_(noise.mul_(noise_scale))
-        theta = theta + velocity @ scale.T
+        theta = theta + to_position(velocity, scale)
     travelled = torch.linalg.vector_norm(velocities, dim=-1).sum(0)
     # A trajectory that diverged (a step too long for a sharp direction of a far-from-Gaussian
     # posterior, e.g. a mixture whose components the data do not yet identify: it grows

@@ -25,7 +25,6 @@ from modelcompare.estimators.moves.sghmc import (
     sghmc_step,
 )
 from modelcompare.estimators.online import precision
-from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS
 from modelcompare.estimators.online.settings import SequentialSettings
 from modelcompare.estimators.online.target import (
     Piece,
@@ -40,9 +39,10 @@ from modelcompare.estimators.smc.tempered import Move, Moved
 
 def exact_hmc(piece: Piece, params: HMCParams, gradient_dtype: torch.dtype) -> Move:
     """``params.transitions`` Metropolis-corrected HMC transitions on the exact target, the
-    leapfrog's inner gradients computed in ``gradient_dtype`` where the model's gradients pass
-    over rows (``precision.gradient_dtype``)."""
+    leapfrog's inner gradients and its mass products computed in ``gradient_dtype`` where
+    ``precision`` says so (``gradient_dtype``, ``mass_dtype``)."""
     dtype = precision.gradient_dtype(piece.model, gradient_dtype)
+    mass_dtype = precision.mass_dtype(piece.model, gradient_dtype)
 
     def move(
         theta: Tensor,
@@ -55,7 +55,8 @@ def exact_hmc(piece: Piece, params: HMCParams, gradient_dtype: torch.dtype) -> M
             piece.model, piece.rows, temperature, piece.past, dtype, piece.reference
         )
         theta, acceptance = hmc_chain(
-            theta, target.value_and_grad, scale, params, generator, target.grad, checkpoint
+            theta, target.value_and_grad, scale.to(mass_dtype), params, generator, target.grad,
+            checkpoint,
         )
         return Moved(theta, acceptance)
 
@@ -70,16 +71,14 @@ def _rows(piece: Piece, temperature: float) -> float:
 def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Move:
     """One SGHMC trajectory on minibatch gradients of the past and, when it has more than
     ``piece_batch_size`` rows, of the piece (``moves.sghmc``, ``target.sampled_strata``),
-    computed in ``gradient_dtype`` where the model's gradients pass over rows
-    (``precision.gradient_dtype``). The gradient-noise estimate always passes over rows (per-row
-    gradients of fresh rows); for a model of more than ``REFERENCE_PARAMETERS`` it is computed in
-    ``gradient_dtype`` even where the model's own gradients are not: its sampling error, about
-    √(2/R) relative from R rows, is far above float32's rounding, and float32 halves the
-    friction's per-step cost, B̂u per particle (D = 161, 256 particles: 48 s of a chunk's CPU
-    against 66 s in float64). At a few parameters the conversions cost more than that saves
-    (linear regression, 6 parameters: 0.92–0.96× the throughput)."""
+    computed in ``gradient_dtype`` where ``precision`` says so (``gradient_dtype``), as are the
+    mass products (``mass_dtype``). The gradient-noise estimate always passes over rows (per-row
+    gradients of fresh rows), in the gradients' dtype: its sampling error, about √(2/R) relative
+    from R rows, is far above float32's rounding, and float32 halves the friction's per-step
+    cost, B̂u per particle (D = 161, 256 particles: 48 s of a chunk's CPU against 66 s in
+    float64)."""
     dtype = precision.gradient_dtype(piece.model, gradient_dtype)
-    noise_dtype = gradient_dtype if piece.model.param_dim > REFERENCE_PARAMETERS else dtype
+    mass_dtype = precision.mass_dtype(piece.model, gradient_dtype)
 
     def move(
         theta: Tensor,
@@ -106,8 +105,8 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
                     piece.model, position, strata, past.anchor, generator, mass, past.batch_size
                 )
 
-            noise = noise_at(theta.to(noise_dtype))
-            if noise_dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
+            noise = noise_at(theta.to(dtype))
+            if dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
                 noise = noise_at(theta)  # beyond float32's range (3e38): in the state's dtype
         steps = params.steps
         if noise is not None:
@@ -117,7 +116,9 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
                     piece, fixed, strata, temperature, steps - params.steps, generator, dtype
                 )
                 grads = itertools.chain(grads, more)
-        moved = sghmc_move(theta, grad, step, mass, params.friction, steps, generator, noise)
+        moved = sghmc_move(
+            theta, grad, step, mass.to(mass_dtype), params.friction, steps, generator, noise
+        )
         return Moved(moved.position, (), float(moved.diverged.double().mean()))
 
     return move

@@ -42,7 +42,8 @@ class ExactPhaseSettings(HMCSettings):
     gradient_dtype: Advanced[Literal["float32", "float64"]] = Field(
         "float32",
         description="arithmetic of the moves' likelihood gradients (exact HMC's leapfrog, plain "
-        "SGHMC and its noise estimate): float32 about halves their cost; Metropolis tests, "
+        "SGHMC and its noise estimate) and, for a model of more than 44 parameters, of their "
+        "products with the mass matrix: float32 about halves their cost; Metropolis tests, "
         "log-likelihoods, weights and the state stay float64",
     )
 

@@ -13,6 +13,7 @@ from modelcompare.estimators.data.history import (
     OnDevice,
     Rows,
     cat_rows,
+    select_columns,
 )
 
 
@@ -97,6 +98,22 @@ def test_column_view_selects_and_samples_columns() -> None:
     y_only = ColumnView(history, None)
     assert y_only.sample(3, g).x is None
     assert next(iter(y_only.blocks(5))).x is None
+
+
+def test_a_view_of_every_column_in_order_passes_the_rows_through_uncopied() -> None:
+    """All of x's columns in order: the drawn rows themselves (no copy); any other list, even a
+    permutation of all of them or a prefix, is selected."""
+    history = filled(12)
+    rows = history.rows()
+    width = rows.x.shape[1]
+    assert select_columns(rows, torch.arange(width)).x is rows.x
+    for columns in (torch.arange(width).flip(0), torch.arange(width - 1)):
+        selected = select_columns(rows, columns)
+        assert selected.x is not rows.x
+        assert torch.equal(selected.x, rows.x[:, columns])
+    whole = ColumnView(history, list(range(width))).sample(5, torch.Generator().manual_seed(1))
+    assert torch.equal(whole.x, rows.x[torch.randint(12, (5,), generator=torch.Generator()
+                                                      .manual_seed(1))])
 
 
 def test_column_view_over_extended_history() -> None:

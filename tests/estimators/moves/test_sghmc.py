@@ -23,6 +23,7 @@ from modelcompare.estimators.online.target import (
     anchor_at,
     grad_log_target,
     gradient_noise,
+    minibatch_grad_log_target,
     noise_rows,
 )
 
@@ -256,3 +257,27 @@ def test_a_step_cut_far_takes_at_most_the_steps_factor_and_ignores_unfinite_nois
     step, steps = noise_limited(0.2, 10, noise, 1.0)
     assert step == pytest.approx(1.0 / (0.5 * 1e8), rel=1e-9)
     assert steps == MAX_STEPS_FACTOR * 10
+
+
+def test_a_float32_mass_factor_moves_as_float64_does_to_float32_rounding() -> None:
+    """SGHMC with its products with L in float32 (``metric``) from the same draws: positions in
+    float64, within float32's rounding of the float64 move's (amplified over the steps)."""
+    model, data, mean, cov = conjugate_posterior(0)
+    factor = torch.linalg.cholesky(cov)
+    g = torch.Generator().manual_seed(3)
+    theta = mean + torch.randn(200, 3, generator=g, dtype=torch.float64) @ factor.T
+    past = PastData(data, None, 20, anchor_at(model, mean, data))
+    batch = data.sample(20, g)
+
+    def grad(position: torch.Tensor) -> torch.Tensor:  # one fixed minibatch for both moves
+        return minibatch_grad_log_target(model, position, Rows(None, None), 0.0, past, batch)
+
+    moved = {
+        dtype: sghmc_move(theta, grad, 0.3, factor.to(dtype), 0.1, 10,
+                          torch.Generator().manual_seed(4)).position
+        for dtype in (torch.float32, torch.float64)
+    }
+    assert moved[torch.float32].dtype == torch.float64
+    spread = float((moved[torch.float64] - theta).abs().max())
+    difference = float((moved[torch.float32] - moved[torch.float64]).abs().max())
+    assert 0.0 < difference < 1e-4 * spread

@@ -10,6 +10,7 @@ from modelcompare.estimators.data.history import InMemoryHistory, Rows
 from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
 from modelcompare.estimators.moves.sghmc import noise_friction
 from modelcompare.estimators.online import precision
+from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS
 from modelcompare.estimators.online.kernels import sghmc
 from modelcompare.estimators.online.settings import SGAISSettings
 from modelcompare.estimators.online.target import ExactTarget, Piece, past_data
@@ -56,6 +57,23 @@ def test_float32_sums_answer_in_float64_within_float32_rounding(model: Model) ->
     assert float((grad - exact_grad).abs().max()) > 0.0  # it did compute in float32
     same = precision.weighted_sum(model, parts, torch.float64, exact).value_and_grad(theta)
     assert torch.equal(same[0], exact_value) and torch.equal(same[1], exact_grad)
+
+
+def test_large_models_take_their_mass_products_and_sums_in_the_gradients_dtype() -> None:
+    """Past ``REFERENCE_PARAMETERS`` the mass products compute in the requested dtype, and so do
+    the sums of a model whose gradients do not read rows; at or below it both stay float64 (the
+    small models' streams are bit for bit as before), while a model whose gradients read rows
+    takes the requested dtype for its gradients at any size."""
+    f32, f64 = torch.float32, torch.float64
+    small = LinearRegression(REFERENCE_PARAMETERS - 1)
+    large = LinearRegression(REFERENCE_PARAMETERS)
+    assert (small.param_dim, large.param_dim) == (REFERENCE_PARAMETERS, REFERENCE_PARAMETERS + 1)
+    assert precision.mass_dtype(small, f32) == precision.gradient_dtype(small, f32) == f64
+    assert precision.mass_dtype(large, f32) == precision.gradient_dtype(large, f32) == f32
+    logistic = LogisticRegression(3, classes=4)
+    assert (precision.gradient_dtype(logistic, f32), precision.mass_dtype(logistic, f32)) == (
+        f32, f64)
+    assert precision.mass_dtype(large, f64) == precision.gradient_dtype(large, f64) == f64
 
 
 @pytest.mark.slow
