@@ -10,7 +10,7 @@ from typing import Any
 
 from progress_scenario import FIXTURE, LATE, SGAIS, run_scenario
 from pydantic import TypeAdapter
-from service_helpers import comparison_body
+from service_helpers import chunks, comparison_body, regression_data
 from service_server import StartServer, create_and_ingest, drain, make_worker, states
 
 from modelcompare.service.core.config import Settings
@@ -90,20 +90,27 @@ def stored(store: Any, keys: Keys) -> tuple[ComparisonProgress, dict[str, Any]]:
 
 def test_the_worker_never_reads_the_stored_evidence_body(start_server: StartServer) -> None:
     """Twin comparisons fed the same chunks: the body of one is corrupted, then deleted,
-    between steps; its next commits are the other's."""
+    between steps; its next commits are the other's. Each step's chunk is posted to both just
+    before it, so the worker cannot run one twin ahead of the other (with every chunk queued at
+    once, draining the second twin could apply the first one's next chunk)."""
     server = start_server("local", embedded_worker=False)
     store, prefix = server.redis(), server.settings.key_prefix
     worker = make_worker(server, "alone", batch_chunks=1)
     body = comparison_body("sgais", seed=3, **SGAIS)
+    steps = chunks(*regression_data(80), 20)
     with server.client() as client:
-        twins = [Keys(prefix, create_and_ingest(client, body, 80, 20)) for _ in range(2)]
-    for sequence, tamper in ((1, None), (2, b"{not json"), (3, None), (4, b"")):
-        if tamper is not None:  # one pass serves both: the next chunk of each is still queued
-            assert int(store.hget(twins[1].meta, "sequence")) == sequence - 1
-            store.set(twins[1].evidence, tamper) if tamper else store.delete(twins[1].evidence)
-        for keys in twins:
-            drain(worker, store, keys, sequence)
-        assert stored(store, twins[0]) == stored(store, twins[1])
+        twins = [Keys(prefix, str(client.post("/v1/comparisons", json=body).json()["id"]))
+                 for _ in range(2)]
+        for sequence, tamper in ((1, None), (2, b"{not json"), (3, None), (4, b"")):
+            if tamper is not None:
+                store.set(twins[1].evidence, tamper) if tamper else store.delete(twins[1].evidence)
+            for keys in twins:
+                posted = client.post(f"/v1/comparisons/{keys.cid}/chunks",
+                                     json=steps[sequence - 1])
+                assert posted.status_code == 202
+            for keys in twins:
+                drain(worker, store, keys, sequence)
+            assert stored(store, twins[0]) == stored(store, twins[1])
     assert states(store, twins[0]) == states(store, twins[1])
 
 
