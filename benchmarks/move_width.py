@@ -23,8 +23,8 @@ the same start. The default move takes its mass from the clouds of the steps bef
 things: the exact (or Laplace) covariance as the mass, the step's own cloud in the mass (the
 rule before), the cloud resampled before each move (multinomially, on random weights: the
 duplicates a selection leaves), the past's minibatch at its unscaled 100 rows or at twice the
-scaled one, with and without the noise friction, and a half or a quarter of the step with √2 or
-twice the steps.
+scaled one, with and without the noise friction or its second-order term (``moves.sghmc``), and
+a half or a quarter of the step with √2 or twice the steps.
 
     python benchmarks/move_width.py            # linear D = 161, 5,000 rows, and Poisson
                                                # D = 101, 3,000 rows; 110 moves
@@ -82,6 +82,7 @@ class Variant(NamedTuple):
     # it moves with (the rule before); "exact": the posterior (or Laplace) covariance
     batch: str = "scaled"  # the past's minibatch: "scaled" to D, "unscaled" (100), "doubled"
     noise_friction: bool = True
+    estimate_variance: bool = True  # the noise friction's second-order term
     resampled: bool = False  # the cloud resampled before each move (duplicates)
     rate: float = 1.0  # the step η times this, the steps times its inverse square root
 
@@ -96,6 +97,8 @@ VARIANTS = (
     Variant("minibatch 100, noise friction off", batch="unscaled", noise_friction=False),
     Variant("minibatch × 2", batch="doubled"),
     Variant("noise friction off", noise_friction=False),
+    Variant("no second-order friction term", estimate_variance=False),
+    Variant("minibatch 100, no second-order term", batch="unscaled", estimate_variance=False),
     Variant("lr/2, √2 × steps", rate=0.5),
     Variant("lr/4, 2x steps", rate=0.25),
     Variant("lr/4, 2x steps, own cloud in the mass", mass="own cloud", rate=0.25),
@@ -115,7 +118,8 @@ class Posterior(NamedTuple):
 
 def settings_of(variant: Variant, dim: int) -> SGAISSettings:
     scaled = scaled_to_dimension(SGAISSettings(), dim)
-    update: dict[str, Any] = {"noise_friction": variant.noise_friction}
+    update: dict[str, Any] = {"noise_friction": variant.noise_friction,
+                              "noise_estimate_variance": variant.estimate_variance}
     if variant.batch != "scaled":
         update["batch_size"] = UNSCALED_BATCH if variant.batch == "unscaled" else (
             2 * scaled.batch_size)
@@ -212,8 +216,9 @@ def widths(family: str, variant: Variant, rows: int, moves: int, dim: int) -> di
     width, stderr = batch_means(found[BURN_IN:])
     return {"family": family, "variant": variant.name, "dim": dim, "rows": rows,
             "moves": moves,
-            "settings": {k: getattr(settings, k) for k in ("lr", "steps", "batch_size",
-                                                             "noise_friction", "mass_clouds")},
+            "settings": {k: getattr(settings, k) for k in (
+                "lr", "steps", "batch_size", "noise_friction", "noise_estimate_variance",
+                "mass_clouds")},
             "width": width, "stderr": stderr,
             "reference_width": posterior.width, "reference_stderr": posterior.stderr,
             "ratio": width / posterior.width,

@@ -46,7 +46,8 @@ ESTIMATOR_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("SGHMC moves",
      "Past the exact phase the moves are SGHMC on minibatches of the past and of the piece being "
      "annealed in (random-walk Metropolis for `minibatch_mh`).",
-     ("steps", "lr", "friction", "preconditioner", "mass_clouds", "noise_friction", "mh_correction",
+     ("steps", "lr", "friction", "preconditioner", "mass_clouds", "noise_friction",
+      "noise_estimate_variance", "mh_correction",
       "piece_batch_size", "gradient_dtype", "control_variates", "anchor_growth", "anchor_drift")),
     ("Annealing",
      "How a piece is annealed in.",

@@ -9,6 +9,16 @@ than a law hotter along the noisiest directions. Eq. 15 subtracts B̂ from the i
 instead, which is impossible where B̂ exceeds αI (it does on softmax regression:
 benchmarks/sgais_noise.py); raising the friction needs no such room. B̂ = 0 is plain SGHMC.
 
+B̂ is estimated from R fresh rows, B̂ = Σ_r b_r b_rᵀ, and the law of the moves is convex in the
+friction. Along a direction of total friction F = α + B the velocity's stationary variance is
+∝ 1 / (1 − a²), a = 1 − F; with the estimate's error e it is on average (1 + E[e²] (1/c + 4a²/c²))
+times that, c = 1 − a² (expand (I − (aI − e)²)⁻¹ to second order), so an unbiased B̂ still runs
+hot, by about E[e²]/α², and more for heavy-tailed rows (Poisson regression with 100 inputs:
+1.8% wide, benchmarks/move_width.py). A friction raised by Δ cools it by 2aΔ/c, so
+``with_estimate_variance`` raises B̂ by k(F) E[e²] with k = (c + 4a²) / (2ac), F taken as α plus
+B̂'s mean eigenvalue; E[e²] = Σ_r E[‖b_r‖² b_r b_rᵀ] − B²/R is estimated from the same rows by
+Σ_r ‖b_r‖² b_r b_rᵀ (the B²/R term, 1/D of it for a spread spectrum, is left out).
+
 The total friction cannot pass 1, so B̂ ≤ (1 − α)I; where a particle's noise needs more, a move
 shortens its step for every particle alike (``noise_limited``) until each B̂ fits: B̂ grows with
 η, and along a direction where B̂ is clipped by a factor k the chain runs about k times hotter than
@@ -30,6 +40,8 @@ GradFn = Callable[[Tensor], Tensor]
 DIVERGED = 1e3  # whitened distance (in posterior spreads) past which a trajectory has diverged
 # a move whose step ``noise_limited`` shortens takes at most this many times its steps
 MAX_STEPS_FACTOR = 4
+# the largest total friction F the gain of ``with_estimate_variance`` is computed at
+GAIN_FRICTION = 0.9
 
 
 class Trajectories(NamedTuple):
@@ -43,6 +55,7 @@ class SGHMCParams(NamedTuple):
     steps: int  # steps per move (one trajectory, fresh momentum)
     preconditioner: Literal["identity", "particles"]
     noise_friction: bool  # raise the friction by the estimated gradient noise (B̂ below)
+    estimate_variance: bool  # and by the sampling variance of that estimate (``with_estimate_...``)
     piece_batch_size: int  # rows of the piece per gradient (``online.target.sampled_strata``)
 
 
@@ -121,6 +134,19 @@ def noise_limited(
         return step, steps
     fraction = float(shrink.min())
     return step * fraction, min(MAX_STEPS_FACTOR * steps, math.ceil(steps / fraction**0.5))
+
+
+def with_estimate_variance(gradient_noise: Tensor, step: float, friction: float) -> Tensor:
+    """``gradient_noise`` G L whose friction at step η is B̂ + k Σ_r ‖b_r‖² b_r b_rᵀ, b_r = √(η/2)
+    (G L)_r, k = k(F) per particle (module docstring): row r times √(1 + k ‖b_r‖²)."""
+    row_friction = gradient_noise.square().sum(-1, keepdim=True).mul_(0.5 * step)  # ‖b_r‖²
+    # F = α + tr B̂ / D, at most GAIN_FRICTION: at F → 1 no friction cools (a → 0, k → ∞)
+    total = (friction + row_friction.sum(1, keepdim=True) / gradient_noise.shape[-1]).clamp_(
+        max=GAIN_FRICTION)
+    keep = 1.0 - total
+    damping = 1.0 - keep.square()
+    gain = (damping + 4.0 * keep.square()) / (2.0 * keep * damping)
+    return gradient_noise * row_friction.mul_(gain).add_(1.0).sqrt_()
 
 
 def standard_normal(

@@ -40,6 +40,13 @@ user did not set are scaled, and at or below it the settings are used as they ar
   read log Z 2.8 nats low over 4,000 rows even with exact HMC moves throughout (4 data sets),
   0.1 with ESS 0.9, 0.2 with 40 HMC transitions per step, 0.35 with 256 particles; the extra
   steps are extra moves (about 1.5–3× the steps per piece).
+- for SGHMC moves, the noise friction's second-order term (``noise_estimate_variance``): the
+  friction B̂ is estimated from R fresh rows, and its sampling error e heats the moves by about
+  E[e²]/α² per direction (``moves.sghmc``), which grows with D/R and the rows' tails: Poisson
+  regression with 100 inputs settled 1.8% wide at 3,000 rows, 0.4% with the term; linear
+  regression at D = 161 0.05% and 0.03% (``benchmarks/move_width.py``). At D ≤ 44 the
+  defaults were calibrated without it, and there the friction is often near its ceiling
+  (softmax regression), where a second-order expansion in e/α does not hold.
 - for SG-AIS and hybrid, the SGHMC mass matrix pooled over ``mass_clouds`` = ⌈2D / 44⌉ steps'
   clouds (``smc.mass``): at D > M the covariance of one cloud of M particles is singular and its
   narrow directions narrow the cloud further, which only the careful pieces' 4× particles
@@ -67,13 +74,15 @@ SGHMC_STEPS, SGHMC_RATE = ("steps",), ("lr",)  # × √(D / 44), × 44 / D: SGHM
 EXACT_PHASE, EXACT_MOVES = ("full_batch_rows",), ("hmc_moves",)
 PAST_BATCH = ("batch_size",)  # × D / 44 up to the field's bound: SGHMC moves only
 POOLED_MASS = ("mass_clouds",)  # × ⌈2D / 44⌉: SG-AIS and hybrid
+ESTIMATE_VARIANCE = ("noise_estimate_variance",)  # on: SGHMC moves only
 
 S = TypeVar("S", bound=SurpriseSettings)
 
 
 def scaled_to_dimension(settings: S, param_dim: int) -> S:
-    """``settings`` with the triggers, and for SGHMC moves their steps and rate and the exact
-    phase's rows and moves, that it left at their defaults scaled to ``param_dim`` parameters."""
+    """``settings`` with the triggers, and for SGHMC moves their steps, rate, minibatch and
+    friction and the exact phase's rows and moves, that it left at their defaults scaled to
+    ``param_dim`` parameters."""
     if param_dim <= REFERENCE_PARAMETERS:
         return settings
     ratio = param_dim / REFERENCE_PARAMETERS
@@ -97,6 +106,7 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
     update |= {
         name: min(getattr(settings, name) * math.ceil(2 * ratio), upper_bound(settings, name))
         for name in unset(POOLED_MASS)}
+    update |= {name: True for name in (unset(ESTIMATE_VARIANCE) if moves else [])}
     return settings.model_copy(update=update)
 
 

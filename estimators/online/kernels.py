@@ -23,6 +23,7 @@ from modelcompare.estimators.moves.sghmc import (
     noise_limited,
     sghmc_move,
     sghmc_step,
+    with_estimate_variance,
 )
 from modelcompare.estimators.online import precision
 from modelcompare.estimators.online.settings import SequentialSettings
@@ -110,7 +111,7 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
                 noise = noise_at(theta)  # beyond float32's range (3e38): in the state's dtype
         steps = params.steps
         if noise is not None:
-            step, steps = noise_limited(step, steps, noise, 1.0 - params.friction)
+            noise, step, steps = friction_noise(params, noise, step)
             if steps > params.steps:
                 more = minibatch_gradients(
                     piece, fixed, strata, temperature, steps - params.steps, generator, dtype
@@ -122,6 +123,21 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
         return Moved(moved.position, (), float(moved.diverged.double().mean()))
 
     return move
+
+
+def friction_noise(
+    params: SGHMCParams, noise: Tensor, step: float
+) -> tuple[Tensor, float, int]:
+    """The noise factor the move's friction is made of, its step and its step count: the step
+    shortened until the friction fits (``noise_limited``), the factor raised by its own sampling
+    variance at that step where ``params.estimate_variance`` asks (``with_estimate_variance``)."""
+    if not params.estimate_variance:
+        return noise, *noise_limited(step, params.steps, noise, 1.0 - params.friction)
+    raised = with_estimate_variance(noise, step, params.friction)
+    limited, steps = noise_limited(step, params.steps, raised, 1.0 - params.friction)
+    if limited != step:
+        raised = with_estimate_variance(noise, limited, params.friction)
+    return raised, limited, steps
 
 
 def corrected_sghmc(piece: Piece, params: SGHMCParams) -> Move:

@@ -106,6 +106,13 @@ class SGHMCSettings(Settings):
     noise_friction: Advanced[bool] = Field(
         True, description="raise SGHMC's friction by its estimated minibatch-gradient noise"
     )
+    noise_estimate_variance: Advanced[bool] = Field(
+        False,
+        description="raise the noise friction also by the sampling variance of its own estimate, "
+        "which otherwise leaves the moves hot (a second-order term; it over-cools where the "
+        "friction nears its ceiling, e.g. a minibatch well under the scaled one); left unset, on "
+        "for SGHMC moves with a model of D > 44 parameters",
+    )
 
     piece_batch_size: Advanced[int] = Field(
         100,
@@ -123,6 +130,7 @@ class SGHMCSettings(Settings):
             self.steps,
             self.preconditioner,
             self.noise_friction,
+            self.noise_friction and self.noise_estimate_variance,
             self.piece_batch_size,
         )
 
