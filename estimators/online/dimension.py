@@ -52,6 +52,12 @@ user did not set are scaled, and at or below it the settings are used as they ar
   narrow directions narrow the cloud further, which only the careful pieces' 4× particles
   countered before, at 35–49 CPU s a 500-row chunk at D = 161 (docs/design/moves.md, "Pooled
   clouds"). With the pool the careful pieces fire on long pieces only (the triggers above).
+- for SG-AIS and hybrid, where a stream starts (``start``): from the Laplace approximation of
+  its first rows' posterior (``gaussian_start``). From the prior the first rows' ladders grow
+  with D (650 exact-HMC steps for the first 500 rows at D = 161), and M particles behind a mass
+  estimated from them read log Z +1 to +2 nats high there; from the Gaussian one step reaches
+  a linear regression's exact log Z. A label-symmetric model starts from the prior whatever
+  this says (``sgais.laplace_start``).
 """
 
 from __future__ import annotations
@@ -75,14 +81,15 @@ EXACT_PHASE, EXACT_MOVES = ("full_batch_rows",), ("hmc_moves",)
 PAST_BATCH = ("batch_size",)  # × D / 44 up to the field's bound: SGHMC moves only
 POOLED_MASS = ("mass_clouds",)  # × ⌈2D / 44⌉: SG-AIS and hybrid
 ESTIMATE_VARIANCE = ("noise_estimate_variance",)  # on: SGHMC moves only
+START = ("start",)  # laplace: SG-AIS and hybrid
 
 S = TypeVar("S", bound=SurpriseSettings)
 
 
 def scaled_to_dimension(settings: S, param_dim: int) -> S:
     """``settings`` with the triggers, and for SGHMC moves their steps, rate, minibatch and
-    friction and the exact phase's rows and moves, that it left at their defaults scaled to
-    ``param_dim`` parameters."""
+    friction and the exact phase's rows and moves, and the stream's start, that it left at their
+    defaults scaled to ``param_dim`` parameters."""
     if param_dim <= REFERENCE_PARAMETERS:
         return settings
     ratio = param_dim / REFERENCE_PARAMETERS
@@ -107,6 +114,7 @@ def scaled_to_dimension(settings: S, param_dim: int) -> S:
         name: min(getattr(settings, name) * math.ceil(2 * ratio), upper_bound(settings, name))
         for name in unset(POOLED_MASS)}
     update |= {name: True for name in (unset(ESTIMATE_VARIANCE) if moves else [])}
+    update |= {name: "laplace" for name in unset(START)}
     return settings.model_copy(update=update)
 
 

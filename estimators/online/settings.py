@@ -177,7 +177,8 @@ class SGAISSettings(CarefulSettings, IslandsSettings, AnnealingSettings, Sequent
         "their posterior's mode (prior where that has no mode, and for label-symmetric models; "
         "hybrid starts with nested sampling, so there it is the start of a re-estimate); "
         "laplace takes a 161-parameter linear regression's first 500 rows in one annealing "
-        "step, where prior takes 650 (docs/design/gaussian-start.md)",
+        "step, where prior takes 650 (docs/design/gaussian-start.md); left unset, laplace for a "
+        "model of D > 44 parameters",
     )
 
     @property

@@ -3,7 +3,8 @@ methods the careful and surprise step-count triggers as D / 44 (for minibatch MH
 trigger as √(D / 44)), the SGHMC steps per move as √(D / 44), the SGHMC learning rate as 44 / D,
 the exact phase's rows as D / 44 up to 2,000 and its HMC moves per step as √(D / 44), the past's
 minibatch as D / 44, the ladder's χ² per step (1/ESS − 1) as 44 / D, SG-AIS's pooled mass
-over ⌈2D / 44⌉ clouds, and the noise friction's second-order term turned on;
+over ⌈2D / 44⌉ clouds, the noise friction's second-order term turned on, and SG-AIS's streams
+started from the Gaussian at their first rows' posterior mode;
 below that, and wherever the user set them, they are the settings' own."""
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS, scale
 from modelcompare.estimators.online.settings import MinibatchMHSettings, SGAISSettings
 
 SCALED = {"careful_steps", "surprise_steps", "steps", "lr", "full_batch_rows", "hmc_moves",
-          "ess_target", "mass_clouds", "batch_size", "noise_estimate_variance"}
+          "ess_target", "mass_clouds", "batch_size", "noise_estimate_variance", "start"}
 
 
 @pytest.mark.parametrize("dim", [1, 21, REFERENCE_PARAMETERS])
@@ -51,6 +52,7 @@ def test_larger_models_scale_the_defaults(
     assert scaled.careful.ess_target == 0.98  # the careful steps keep their own target
     assert scaled.noise_estimate_variance and scaled.sghmc.estimate_variance
     assert not SGAISSettings.parse({}).sghmc.estimate_variance
+    assert (scaled.start, SGAISSettings.parse({}).start) == ("laplace", "prior")
     assert scaled.model_dump(exclude=SCALED) == SGAISSettings.parse({}).model_dump(
         exclude=SCALED)
 
@@ -59,11 +61,11 @@ def test_a_setting_the_user_gave_is_kept() -> None:
     scaled = scaled_to_dimension(
         SGAISSettings.parse({"careful_steps": 8, "lr": 0.05, "full_batch_rows": 300,
                              "ess_target": 0.7, "mass_clouds": 1, "batch_size": 50,
-                             "noise_estimate_variance": False}), 161)
+                             "noise_estimate_variance": False, "start": "prior"}), 161)
     assert (scaled.careful_steps, scaled.surprise_steps, scaled.steps, scaled.lr,
             scaled.full_batch_rows, scaled.hmc_moves, scaled.ess_target, scaled.mass_clouds,
-            scaled.batch_size, scaled.noise_estimate_variance) == (
-                8, 29, 38, 0.05, 300, 15, 0.7, 1, 50, False)
+            scaled.batch_size, scaled.noise_estimate_variance, scaled.start) == (
+                8, 29, 38, 0.05, 300, 15, 0.7, 1, 50, False, "prior")
     # the old name sets both triggers (extension_settings.renamed): both kept
     both = scaled_to_dimension(SGAISSettings.parse({"surprise_steps": 9}), 161)
     assert (both.careful_steps, both.surprise_steps) == (9, 9)

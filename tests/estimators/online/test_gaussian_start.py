@@ -64,6 +64,22 @@ def test_the_stream_goes_on_from_the_start_with_the_schedule() -> None:
     assert abs(error) < 4.0 * tracker.log_evidence_stderr
 
 
+def test_a_model_of_more_than_44_parameters_starts_from_the_gaussian_by_default() -> None:
+    """``start`` left unset is laplace past 44 parameters (``online.dimension``): the first
+    update of a 60-parameter linear regression reaches the exact log Z in one step; at 44
+    parameters, and where the user asks for the prior, the schedule's pieces anneal from it."""
+    large = LinearRegression(59, noise_std=1.0, prior_std=1.0)
+    x, y = linear_rows(200, 59, 2)
+    tracker = OnlineEvidence(large, seed=2)
+    info = tracker.update(x, y)
+    assert (info.sub_chunks, info.annealing_steps) == (1, 1)
+    assert tracker.log_evidence == pytest.approx(exact_log_evidence(large, x, y), abs=1e-6)
+    # from the prior, the schedule's pieces: 20 rows up to 100, then n / 4: 125, 156, 195, 200
+    assert OnlineEvidence(large, seed=2, start="prior").update(x, y).sub_chunks == 9
+    small = LinearRegression(43, noise_std=1.0, prior_std=1.0)
+    assert OnlineEvidence(small, seed=2).update(x[:, :43], y).sub_chunks == 9
+
+
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_logistic_posterior_is_reached_along_a_short_path(seed: int) -> None:
     model = LogisticRegression(4)
