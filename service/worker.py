@@ -165,8 +165,9 @@ class Worker:
             if entry is not None:
                 self._block_bytes[cid] = max(len(entry.block), 1)
             if entry is not None and entry.sequence <= snap.sequence:
-                self.queue.ack(cid, entry.id)  # redelivered: already applied
-                continue
+                if self.queue.ack_applied(cid, entry):
+                    continue  # redelivered: already applied
+                return commits  # the store is behind this snapshot: read it again next pass
             if entry is not None and entry.sequence != snap.sequence + 1:
                 log.error("comparison %s: chunk %d arrived after %d", cid, entry.sequence,
                           snap.sequence)

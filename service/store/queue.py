@@ -56,6 +56,7 @@ class Queue:
         self._release = client.register_script(scripts.RELEASE)
         self._prune = client.register_script(scripts.PRUNE_CONSUMERS)
         self._leave_alone = client.register_script(scripts.LEAVE_ALONE)
+        self._ack_applied = client.register_script(scripts.ACK_APPLIED)
 
     def keys(self, cid: str) -> Keys:
         return Keys(self.prefix, cid)
@@ -167,12 +168,13 @@ class Queue:
         reply = self.client.xreadgroup(GROUP, self.consumer, {self.keys(cid).stream: ">"}, count)
         return [_entry(entry_id, fields) for _, items in reply for entry_id, fields in items]
 
-    def ack(self, cid: str, entry_id: str) -> None:
+    def ack_applied(self, cid: str, entry: Entry) -> bool:
+        """Acknowledge and delete a redelivered ``entry``, one the stored comparison has applied
+        (``scripts.ACK_APPLIED``); False where it has not, or is gone: the caller's snapshot is
+        ahead of the store and must be read again."""
         keys = self.keys(cid)
-        pipe = self.client.pipeline(transaction=True)
-        pipe.xack(keys.stream, GROUP, entry_id)
-        pipe.xdel(keys.stream, entry_id)
-        pipe.execute()
+        return self._ack_applied(keys=[keys.meta, keys.stream],
+                                 args=[GROUP, entry.id, entry.sequence]) == 1
 
     def commit(self, cid: str, commit: Commit) -> int:
         """One atomic compare-and-set step: states, evidence, trace, block, ack, publish, the

@@ -170,6 +170,20 @@ redis.call(ARGV[17], ARGV[8], ARGV[6])
 return 1
 """
 
+# A worker acknowledges (and deletes) a chunk the comparison has applied already: a redelivery.
+# KEYS: meta, stream. ARGV: group, stream entry id, the entry's sequence.
+# Only where the stored sequence has reached the entry's: a worker's snapshot can be ahead of the
+# store (a Redis failover that lost the last commits: replication is asynchronous), and a chunk
+# it takes for applied may not be. Returns 1 acknowledged, 0 not applied yet, -1 comparison gone.
+ACK_APPLIED = """
+local sequence = redis.call('HGET', KEYS[1], 'sequence')
+if not sequence then return -1 end
+if tonumber(sequence) < tonumber(ARGV[3]) then return 0 end
+redis.call('XACK', KEYS[2], ARGV[1], ARGV[2])
+redis.call('XDEL', KEYS[2], ARGV[2])
+return 1
+"""
+
 # A worker that cannot build a model of the comparison (service/unavailable.py) says why.
 # KEYS: meta, waiting. ARGV: the version the worker read, the record (JSON), its ttl ms.
 # Nothing is written once the comparison changed since (another worker committed, a model was

@@ -86,6 +86,30 @@ def test_killed_worker_is_recovered_to_the_same_bits(start_server: StartServer) 
 
 
 @pytest.mark.slow
+def test_a_worker_ahead_of_the_store_drops_no_chunk(start_server: StartServer) -> None:
+    """A Redis failover can lose the last commits (replication is asynchronous) while a worker
+    holds a snapshot read before it: chunks at or below that snapshot's sequence look
+    redelivered. They are acknowledged only where the store has applied them; the others stay
+    queued and are applied, to the bits of an undisturbed twin."""
+    server = start_server("embedded", embedded_worker=False)
+    store, prefix = server.redis(), server.settings.key_prefix
+    reference, cid = reference_and_twin(server, seed=5, rows=90, chunk=30)
+    keys = Keys(prefix, cid)
+    worker = make_worker(server, "ahead", batch_chunks=1)
+    read = worker.queue.snapshot
+    ahead = read(cid)
+    assert ahead is not None and ahead.sequence == 0
+    ahead.sequence = 2  # what the lost commits had written
+    snapshots = iter([ahead])
+    worker.queue.snapshot = lambda c: next(snapshots, None) or read(c)  # type: ignore[method-assign]
+    assert not worker.run_once()
+    assert store.xlen(keys.stream) == 3 and int(store.hget(keys.meta, "sequence")) == 0
+    drain(worker, store, keys, 3)
+    assert states(store, keys) == states(store, Keys(prefix, reference))
+    assert store.xlen(keys.stream) == 0
+
+
+@pytest.mark.slow
 def test_a_commit_computed_before_a_model_was_removed_is_stale(start_server: StartServer) -> None:
     """A worker's commit carries every model of its snapshot: once a model is removed the
     commit must not land (it would write the removed model's state back). It is a no-op, and the
