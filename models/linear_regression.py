@@ -23,6 +23,7 @@ from modelcompare.models.gaussian_linear import (
     prior_information,
     regression_inputs,
 )
+from modelcompare.models.glm_rows import residual_rows_times
 from modelcompare.models.weighting import (
     WeightedRows,
     joined_rows,
@@ -88,6 +89,24 @@ class LinearRegression(Model, ConjugateModel):
         assert y is not None
         resid = (y - self._mean(theta, x)) / self.noise_std**2  # (M, R)
         return resid[..., None] * design(x)
+
+    def row_grad_log_likelihood_times(
+        self,
+        theta: Tensor,
+        x: Tensor | None,
+        y: Tensor | None,
+        matrix: Tensor,
+        anchor: Tensor | None = None,
+    ) -> Tensor:
+        """Row r's gradient is (y_r − Φ_rᵀθ) Φ_r / σ², its difference from the anchor's
+        Φ_rᵀ(θ_a − θ) Φ_r / σ² (``glm_rows``)."""
+        x = regression_inputs(self.input_dim, x, y)
+        assert y is not None
+        if anchor is None:
+            resid = y - self._mean(theta, x)
+        else:
+            resid = self._mean(anchor[None], x) - self._mean(theta, x)
+        return residual_rows_times(resid / self.noise_std**2, x, matrix)
 
     def log_likelihood_and_grad(
         self, theta: Tensor, x: Tensor | None, y: Tensor | None, row_weight: float = 1.0

@@ -17,6 +17,7 @@ from torch import Tensor
 from modelcompare.models.base import Model, Prediction
 from modelcompare.models.config import FamilyConfig, Integer, input_dim, scale
 from modelcompare.models.gaussian_linear import design
+from modelcompare.models.glm_rows import residual_rows_times
 from modelcompare.models.target import COUNT, Target
 from modelcompare.models.weighting import normalized_weights, weighted_mean_and_variance
 
@@ -88,6 +89,22 @@ class PoissonRegression(Model):
         assert x is not None and y is not None
         resid = y - torch.exp(self._log_rate(theta, x))  # (M, R)
         return resid[..., None] * design(x)
+
+    def row_grad_log_likelihood_times(
+        self,
+        theta: Tensor,
+        x: Tensor | None,
+        y: Tensor | None,
+        matrix: Tensor,
+        anchor: Tensor | None = None,
+    ) -> Tensor:
+        """Row r's gradient is (y_r − exp(Φ_rᵀθ)) Φ_r, its difference from the anchor's
+        (exp(Φ_rᵀθ_a) − exp(Φ_rᵀθ)) Φ_r (``glm_rows``)."""
+        assert x is not None and y is not None
+        rate = torch.exp(self._log_rate(theta, x))
+        anchored = y if anchor is None else torch.exp(self._log_rate(anchor[None], x))
+        resid = anchored - rate
+        return residual_rows_times(resid, x, matrix)
 
     def sample_prior(self, num: int, generator: torch.Generator) -> Tensor:
         return self.prior_std * torch.randn(

@@ -66,7 +66,8 @@ class History(Protocol):
     def __len__(self) -> int: ...
 
     def sample(self, size: int, generator: torch.Generator) -> Rows:
-        """``size`` rows drawn uniformly with replacement."""
+        """``size`` rows drawn uniformly with replacement, independently in the order returned:
+        consecutive slices of one draw are independent minibatches (``minibatch_rows``)."""
         ...
 
     def blocks(self, block_rows: int) -> Iterator[Rows]:
@@ -185,7 +186,10 @@ class ExtendedHistory:
         parts = [self._absorbed.take(index.to(self._absorbed.device))]
         if size - from_absorbed > 0:
             parts.insert(0, self._past.sample(size - from_absorbed, generator))
-        return cat_rows(parts)
+        # grouped by where they are stored: shuffled so that the order carries no part
+        order = torch.randperm(size, generator=generator, device=device)
+        rows = cat_rows(parts)
+        return rows.take(order.to(rows.device))
 
     def blocks(self, block_rows: int) -> Iterator[Rows]:
         yield from self._past.blocks(block_rows)

@@ -19,7 +19,9 @@ from modelcompare.estimators.moves.corrected import corrected_sghmc_move
 from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
 from modelcompare.estimators.moves.minibatch_target import MinibatchTarget
 from modelcompare.estimators.moves.sghmc import (
+    NoiseFactor,
     SGHMCParams,
+    noise_factor,
     noise_limited,
     sghmc_move,
     sghmc_step,
@@ -107,18 +109,21 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
                 )
 
             noise = noise_at(theta.to(dtype))
-            if dtype != theta.dtype and not bool(torch.isfinite(noise).all()):
+            # one reduction: a sum is finite only where every term is (an overflowing sum of
+            # finite terms recomputes too, as their squares would overflow the friction)
+            if dtype != theta.dtype and not bool(torch.isfinite(noise.sum())):
                 noise = noise_at(theta)  # beyond float32's range (3e38): in the state's dtype
-        steps = params.steps
+        steps, friction_factor = params.steps, None
         if noise is not None:
-            noise, step, steps = friction_noise(params, noise, step)
+            friction_factor, step, steps = friction_noise(params, noise_factor(noise), step)
             if steps > params.steps:
                 more = minibatch_gradients(
                     piece, fixed, strata, temperature, steps - params.steps, generator, dtype
                 )
                 grads = itertools.chain(grads, more)
         moved = sghmc_move(
-            theta, grad, step, mass.to(mass_dtype), params.friction, steps, generator, noise
+            theta, grad, step, mass.to(mass_dtype), params.friction, steps, generator,
+            friction_factor,
         )
         return Moved(moved.position, (), float(moved.diverged.double().mean()))
 
@@ -126,8 +131,8 @@ def sghmc(piece: Piece, params: SGHMCParams, gradient_dtype: torch.dtype) -> Mov
 
 
 def friction_noise(
-    params: SGHMCParams, noise: Tensor, step: float
-) -> tuple[Tensor, float, int]:
+    params: SGHMCParams, noise: NoiseFactor, step: float
+) -> tuple[NoiseFactor, float, int]:
     """The noise factor the move's friction is made of, its step and its step count: the step
     shortened until the friction fits (``noise_limited``), the factor raised by its own sampling
     variance at that step where ``params.estimate_variance`` asks (``with_estimate_variance``)."""

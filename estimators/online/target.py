@@ -192,12 +192,10 @@ def sampled_strata(
 def minibatch_rows(
     source: History, batch_size: int, count: int, generator: torch.Generator
 ) -> Rows:
-    """``count`` minibatches of ``source`` drawn in one go, back to back: rows uniform with
-    replacement, in random order before they are cut (a history may return its draws grouped by
-    where they are stored, ``ExtendedHistory``), so the same law as ``count`` separate draws."""
-    rows = source.sample(count * batch_size, generator)
-    order = torch.randperm(count * batch_size, generator=generator, device=generator.device)
-    return rows.take(order.to(rows.device))
+    """``count`` minibatches of ``source`` drawn in one go, back to back: a history's draws are
+    independent in the order it returns them (``History.sample``), so the same law as ``count``
+    separate draws."""
+    return source.sample(count * batch_size, generator)
 
 
 def minibatch_gradients(

@@ -13,6 +13,7 @@ from scipy.linalg import solve_discrete_lyapunov
 from modelcompare.estimators.data.history import Rows, RowsHistory
 from modelcompare.estimators.moves.sghmc import (
     MAX_STEPS_FACTOR,
+    noise_factor,
     noise_friction,
     noise_limited,
     sghmc_move,
@@ -130,7 +131,8 @@ def _second_moment(noise_friction: bool, seed: int) -> torch.Tensor:
     for move in range(MOVES):
         noise = None
         if noise_friction:
-            noise = gradient_noise(model, theta, strata, past.anchor, g, factor, 20)
+            noise = noise_factor(
+                gradient_noise(model, theta, strata, past.anchor, g, factor, 20))
         theta = sghmc_move(theta, grad, 0.3, factor, 0.1, 10, g, noise).position
         if move >= BURN_IN:
             white = torch.linalg.solve_triangular(factor, (theta - mean).T, upper=False).T
@@ -174,7 +176,7 @@ def test_extra_friction_applies_eta_lt_v_l_over_two_capped_at_the_ceiling(rows: 
     exact = 0.5 * 0.2 * scale.T @ noise.transpose(1, 2) @ noise @ scale  # (4, 6, 6)
     top = torch.linalg.eigvalsh(exact)[:, -1]
     expected = exact * torch.clamp(0.9 / top, max=1.0)[:, None, None]
-    applied = noise_friction(noise @ scale, 0.2, 0.9)(velocity)
+    applied = noise_friction(noise_factor(noise @ scale), 0.2, 0.9)(velocity)
     torch.testing.assert_close(applied, torch.einsum("md,mde->me", velocity, expected))
     assert float(top[0]) < 0.9 < float(top[1:].min())
 
@@ -190,7 +192,7 @@ def test_a_spread_noise_whose_trace_exceeds_the_ceiling_is_not_shrunk(rows: int,
     noise[:, range(4), range(4)] = (eigenvalue / (0.5 * 0.2)) ** 0.5
     velocity = torch.randn(2, 6, generator=torch.Generator().manual_seed(rows),
                            dtype=torch.float64)
-    applied = noise_friction(noise, 0.2, 0.9)(velocity)
+    applied = noise_friction(noise_factor(noise), 0.2, 0.9)(velocity)
     expected = velocity.clone()
     expected[:, :4] *= eigenvalue
     expected[:, 4:] = 0.0
@@ -207,9 +209,9 @@ def test_a_particle_whose_noise_is_not_finite_gets_no_extra_friction(rows: int,
     g = torch.Generator().manual_seed(rows)
     noise = torch.randn(3, rows, 6, generator=g, dtype=torch.float64)
     velocity = torch.randn(3, 6, generator=g, dtype=torch.float64)
-    expected = noise_friction(noise[1:], 0.2, 0.9)(velocity[1:])
+    expected = noise_friction(noise_factor(noise[1:]), 0.2, 0.9)(velocity[1:])
     noise[0, 0, 0] = bad  # 1e200: its square overflows float64
-    applied = noise_friction(noise, 0.2, 0.9)(velocity)
+    applied = noise_friction(noise_factor(noise), 0.2, 0.9)(velocity)
     assert torch.equal(applied[0], torch.zeros(6, dtype=torch.float64))
     torch.testing.assert_close(applied[1:], expected)
 
@@ -242,12 +244,13 @@ def test_a_move_whose_noise_needs_more_friction_than_the_ceiling_takes_a_shorter
     noise = torch.randn(4, rows, 6, generator=g, dtype=torch.float64)
     noise[1] *= 3.0  # the noisiest particle
     top = torch.linalg.eigvalsh(0.5 * noise.transpose(1, 2) @ noise)[:, -1]  # λ_max(B̂) / η
-    step, steps = noise_limited(0.2, 10, noise, 0.9)
+    step, steps = noise_limited(0.2, 10, noise_factor(noise), 0.9)
     assert step == pytest.approx(0.9 / float(top.max()), rel=1e-9)
     assert float(top[1]) == float(top.max())
     fraction = step / 0.2
     assert steps == min(MAX_STEPS_FACTOR * 10, math.ceil(10 / fraction**0.5))
-    assert noise_limited(0.2, 10, noise * 1e-3, 0.9) == (0.2, 10)  # under the ceiling: as given
+    # under the ceiling: as given
+    assert noise_limited(0.2, 10, noise_factor(noise * 1e-3), 0.9) == (0.2, 10)
 
 
 def test_a_step_cut_far_takes_at_most_the_steps_factor_and_ignores_unfinite_noise() -> None:
@@ -255,7 +258,7 @@ def test_a_step_cut_far_takes_at_most_the_steps_factor_and_ignores_unfinite_nois
     noise[:, range(2), range(2)] = 1.0
     noise[1, 0, 0] = 1e4  # λ_max(B̂) = 0.2 × 1e8 / 2 = 1e7 times the ceiling 1.0
     noise[2, 0, 0] = math.nan  # left out, as by noise_friction
-    step, steps = noise_limited(0.2, 10, noise, 1.0)
+    step, steps = noise_limited(0.2, 10, noise_factor(noise), 1.0)
     assert step == pytest.approx(1.0 / (0.5 * 1e8), rel=1e-9)
     assert steps == MAX_STEPS_FACTOR * 10
 
@@ -296,9 +299,11 @@ def test_the_estimate_variance_term_adds_the_rows_fourth_moment_times_the_gain()
     damping = 1 - keep**2
     gain = (damping + 4 * keep**2) / (2 * keep * damping)
     fourth = torch.einsum("mr,mrd,mre->mde", rows.square().sum(-1), rows, rows)
-    raised = (0.5 * step) ** 0.5 * with_estimate_variance(noise, step, friction)
-    torch.testing.assert_close(raised.transpose(1, 2) @ raised,
+    raised = with_estimate_variance(noise_factor(noise), step, friction)
+    rows_raised = (0.5 * step) ** 0.5 * raised.factor
+    torch.testing.assert_close(rows_raised.transpose(1, 2) @ rows_raised,
                                friction_matrix + gain[:, None, None] * fourth)
+    torch.testing.assert_close(raised.row_norms, raised.factor.square().sum(-1))
 
 
 def _width_under_estimated_friction(friction_rows: str, seed: int) -> float:
@@ -323,10 +328,11 @@ def _width_under_estimated_friction(friction_rows: str, seed: int) -> float:
     eye, widths = torch.eye(dim, dtype=torch.float64), []
     for move in range(15):
         if friction_rows == "exact":
-            noise = (0.8**0.5 * eye).expand(particles, dim, dim)
+            noise = noise_factor((0.8**0.5 * eye).expand(particles, dim, dim))
         else:
             d = draws(particles, rows, dim)
-            noise = scale / (batch * (rows - 1)) ** 0.5 * (d - d.mean(1, keepdim=True))
+            noise = noise_factor(
+                scale / (batch * (rows - 1)) ** 0.5 * (d - d.mean(1, keepdim=True)))
             if friction_rows == "raised":
                 noise = with_estimate_variance(noise, step, friction)
         theta = sghmc_move(theta, grad, step, eye, friction, 40, g, noise).position

@@ -8,7 +8,7 @@ import torch
 
 from modelcompare.estimators.data.history import InMemoryHistory, Rows
 from modelcompare.estimators.moves.hmc import HMCParams, hmc_chain
-from modelcompare.estimators.moves.sghmc import noise_friction
+from modelcompare.estimators.moves.sghmc import noise_factor, noise_friction
 from modelcompare.estimators.online import precision
 from modelcompare.estimators.online.dimension import REFERENCE_PARAMETERS
 from modelcompare.estimators.online.kernels import sghmc
@@ -117,8 +117,8 @@ def test_float32_noise_friction_falls_back_to_float64_beyond_its_range() -> None
     for rows in (3, 12):  # the R × D factor form and the D × D matrix form
         noise = torch.randn(4, rows, 6, generator=g, dtype=torch.float64) * 1e20
         velocity = torch.randn(4, 6, generator=g, dtype=torch.float64)
-        applied = noise_friction(noise.float(), 0.2, 0.9)(velocity)
-        expected = noise_friction(noise, 0.2, 0.9)(velocity)
+        applied = noise_friction(noise_factor(noise.float()), 0.2, 0.9)(velocity)
+        expected = noise_friction(noise_factor(noise), 0.2, 0.9)(velocity)
         assert applied.dtype == torch.float64 and bool(torch.isfinite(applied).all())
         torch.testing.assert_close(applied, expected, rtol=1e-5, atol=0.0)
 

@@ -54,9 +54,10 @@ def test_fused_control_variate_gradient_is_the_formula(model: Model, temperature
 
 
 def test_minibatches_from_a_split_chunk_mix_past_and_absorbed_rows() -> None:
-    """An ExtendedHistory returns its draws grouped by part; cut in that order, a minibatch
-    would hold only past or only absorbed rows. Each must be a uniform draw: the number of
-    absorbed rows per minibatch of 100 is Binomial(100, 0.1), mean 10 and variance 9."""
+    """An ExtendedHistory draws from its past and its absorbed rows apart; cut in that order,
+    a minibatch would hold only past or only absorbed rows, so it shuffles its draws
+    (``History.sample``). Each minibatch must be a uniform draw: the number of absorbed rows
+    per minibatch of 100 is Binomial(100, 0.1), mean 10 and variance 9."""
     past_rows = InMemoryHistory(None)
     past_rows.append(Rows(None, torch.zeros(900, dtype=torch.float64)))
     history = ExtendedHistory(past_rows, Rows(None, torch.ones(100, dtype=torch.float64)))
