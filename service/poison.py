@@ -55,9 +55,13 @@ class Poison:
 
     def give_up(self, cid: str, snap: Snapshot, entry: Entry,
                 failure: ChunkFailed) -> Commit | None:
-        """None while the chunk has attempts left; else the commit that fails the models at
-        fault or dead-letters the chunk."""
+        """None while the chunk has attempts left, or when the comparison is gone (deleted
+        while its chunk was computed: nothing is left to commit to); else the commit that fails
+        the models at fault or dead-letters the chunk."""
         attempts = self.queue.record_failure(cid, entry.sequence)
+        if attempts is None:
+            log.info("comparison %s: gone while chunk %d was computed", cid, entry.sequence)
+            return None
         limit = self.settings.poison_max_attempts
         if attempts < limit:
             # INFO: a retry may well succeed (a budget overrun on a busy machine); if none does,

@@ -57,6 +57,7 @@ class Queue:
         self._prune = client.register_script(scripts.PRUNE_CONSUMERS)
         self._leave_alone = client.register_script(scripts.LEAVE_ALONE)
         self._ack_applied = client.register_script(scripts.ACK_APPLIED)
+        self._record_failure = client.register_script(scripts.RECORD_FAILURE)
 
     def keys(self, cid: str) -> Keys:
         return Keys(self.prefix, cid)
@@ -145,9 +146,12 @@ class Queue:
         return bool(self._leave_alone(keys=[keys.meta, keys.waiting],
                                       args=[version, why.encode(), _ms(ttl)]))
 
-    def record_failure(self, cid: str, sequence: int) -> int:
-        """Count a failed update of chunk ``sequence``; returns its failures so far."""
-        return int(self.client.hincrby(self.keys(cid).attempts, str(sequence), 1))
+    def record_failure(self, cid: str, sequence: int) -> int | None:
+        """Count a failed update of chunk ``sequence``; returns its failures so far, or None
+        (nothing written) when the comparison is gone."""
+        keys = self.keys(cid)
+        attempts = int(self._record_failure(keys=[keys.meta, keys.attempts], args=[sequence]))
+        return None if attempts < 0 else attempts
 
     def claim(self, cid: str, count: int) -> list[Entry]:
         """Entries read but never acknowledged by any consumer (a dead worker's), now ours."""

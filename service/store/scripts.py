@@ -184,6 +184,15 @@ redis.call('XDEL', KEYS[2], ARGV[2])
 return 1
 """
 
+# A failed update of a chunk is counted (service/poison.py) only while the comparison exists: a
+# worker whose chunk failed because the comparison was deleted under it (its rows gone) would
+# otherwise leave the count behind the delete's sweep, for good.
+# KEYS: meta, attempts. ARGV: the chunk's sequence. Returns its failures so far, -1 when gone.
+RECORD_FAILURE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+return redis.call('HINCRBY', KEYS[2], ARGV[1], 1)
+"""
+
 # A worker that cannot build a model of the comparison (service/unavailable.py) says why.
 # KEYS: meta, waiting. ARGV: the version the worker read, the record (JSON), its ttl ms.
 # Nothing is written once the comparison changed since (another worker committed, a model was
