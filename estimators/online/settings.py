@@ -173,12 +173,12 @@ class SGAISSettings(CarefulSettings, IslandsSettings, AnnealingSettings, Sequent
     start: Advanced[Literal["prior", "laplace"]] = Field(
         "prior",
         description="where a stream's first rows anneal from: prior, in the schedule's pieces; "
-        "laplace, the first chunk's rows up to full_batch_rows as one piece from the Gaussian at "
-        "their posterior's mode (prior where that has no mode, and for label-symmetric models; "
-        "hybrid starts with nested sampling, so there it is the start of a re-estimate); "
-        "laplace takes a 161-parameter linear regression's first 500 rows in one annealing "
-        "step, where prior takes 650 (docs/design/gaussian-start.md); left unset, laplace for a "
-        "model of D > 44 parameters",
+        "laplace, the first chunk's rows up to a quarter of full_batch_rows as one piece from the "
+        "Gaussian at their posterior's mode (prior where that has no mode, and for "
+        "label-symmetric models; hybrid starts with nested sampling, so there it is the start of "
+        "a re-estimate); laplace takes a 161-parameter linear regression's first 500 rows in 17–20 "
+        "annealing steps, where prior takes 650 (docs/design/gaussian-start.md); left unset, "
+        "laplace for a model of D > 44 parameters",
     )
 
     @property

@@ -160,8 +160,18 @@ def kernel(model: Model, settings: SGAISSettings) -> PieceKernel:
         variance=standard_error.RULES[settings.standard_error],
         step_rule=step_rule(careful),
         after=after + surprise_moves(settings),
-        start_rows=settings.full_batch_rows if laplace_start(settings, relabel) else 0,
+        start_rows=start_rows(settings.full_batch_rows) if laplace_start(settings, relabel) else 0,
     )
+
+
+def start_rows(full_batch_rows: int) -> int:
+    """The rows a Gaussian start covers at most: a quarter of the exact phase's (rounded up),
+    so that the phase always anneals its rows from the start's posterior to that of
+    ``full_batch_rows`` rows, a fourfold growth of n, and its ladders measure how far a later
+    piece may carry the particles before they count as astray (``reports.astray``). A start
+    that covered the whole phase left that measure to the few steps of the next piece, and every
+    later piece longer than them re-estimated (docs/design/gaussian-start.md)."""
+    return -(-full_batch_rows // 4)
 
 
 def laplace_start(settings: SGAISSettings, relabel: Relabel | None) -> bool:

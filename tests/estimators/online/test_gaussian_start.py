@@ -38,26 +38,29 @@ def logistic_rows(rows: int, inputs: int, seed: int) -> tuple[torch.Tensor, torc
 
 
 def test_a_gaussian_posterior_is_reached_in_one_step_with_the_exact_log_z() -> None:
+    """The start covers the first update's 300 rows: a quarter of an exact phase of 1,200."""
     model = LinearRegression(10, noise_std=1.0, prior_std=1.0)
     x, y = linear_rows(300, 10, 0)
-    tracker = OnlineEvidence(model, seed=0, start="laplace")
+    tracker = OnlineEvidence(model, seed=0, start="laplace", full_batch_rows=1200)
     info = tracker.update(x, y)
     assert (info.sub_chunks, info.annealing_steps) == (1, 1)
     assert tracker.log_evidence == pytest.approx(exact_log_evidence(model, x, y), abs=1e-6)
     assert tracker.log_evidence_stderr < 1e-6  # every weight p(θ) p(y | θ) / q(θ) is Z
     # from the prior the schedule cuts the same rows into 10 pieces of longer ladders
-    prior = OnlineEvidence(model, seed=0).update(x, y)
+    prior = OnlineEvidence(model, seed=0, full_batch_rows=1200).update(x, y)
     assert prior.sub_chunks == 10 and prior.annealing_steps > 20
 
 
 def test_the_stream_goes_on_from_the_start_with_the_schedule() -> None:
-    """The rows after the start are cut from where it ended; log Ẑ stays within 4 stderrs
-    (those of the later pieces) of the exact value."""
+    """The start covers a quarter of the exact phase (50 of its 200 rows); the rows after it are
+    cut from where it ended; log Ẑ stays within 4 stderrs (those of the later pieces) of the
+    exact value."""
     model = LinearRegression(10, noise_std=1.0, prior_std=1.0)
     x, y = linear_rows(600, 10, 1)
     tracker = OnlineEvidence(model, seed=1, start="laplace", full_batch_rows=200)
     first = tracker.update(x[:300], y[:300])
-    assert first.sub_chunks == 1 + 2  # rows 0-200 from the start; 200-250, 250-300 (n / 4)
+    # rows 0-50 from the start; then n / 4: 70, 90, 112, 140, 175, 218, 272, 300
+    assert first.sub_chunks == 1 + 8
     tracker.update(x[300:], y[300:])
     error = tracker.log_evidence - exact_log_evidence(model, x, y)
     assert 0.0 < tracker.log_evidence_stderr < 1.0
@@ -65,26 +68,28 @@ def test_the_stream_goes_on_from_the_start_with_the_schedule() -> None:
 
 
 def test_a_model_of_more_than_44_parameters_starts_from_the_gaussian_by_default() -> None:
-    """``start`` left unset is laplace past 44 parameters (``online.dimension``): the first
-    update of a 60-parameter linear regression reaches the exact log Z in one step; at 44
-    parameters, and where the user asks for the prior, the schedule's pieces anneal from it."""
+    """``start`` left unset is laplace past 44 parameters (``online.dimension``): a 60-parameter
+    linear regression's exact phase is scaled to 682 rows, the start covers 171 of them, and a
+    first update of 171 rows reaches the exact log Z in one step; at 44 parameters, and where the
+    user asks for the prior, the schedule's pieces anneal from it."""
     large = LinearRegression(59, noise_std=1.0, prior_std=1.0)
     x, y = linear_rows(200, 59, 2)
     tracker = OnlineEvidence(large, seed=2)
+    x, y = x[:171], y[:171]
     info = tracker.update(x, y)
     assert (info.sub_chunks, info.annealing_steps) == (1, 1)
     assert tracker.log_evidence == pytest.approx(exact_log_evidence(large, x, y), abs=1e-6)
-    # from the prior, the schedule's pieces: 20 rows up to 100, then n / 4: 125, 156, 195, 200
-    assert OnlineEvidence(large, seed=2, start="prior").update(x, y).sub_chunks == 9
+    # from the prior, the schedule's pieces: 20 rows up to 100, then n / 4: 125, 156, 171
+    assert OnlineEvidence(large, seed=2, start="prior").update(x, y).sub_chunks == 8
     small = LinearRegression(43, noise_std=1.0, prior_std=1.0)
-    assert OnlineEvidence(small, seed=2).update(x[:, :43], y).sub_chunks == 9
+    assert OnlineEvidence(small, seed=2).update(x[:, :43], y).sub_chunks == 8
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_logistic_posterior_is_reached_along_a_short_path(seed: int) -> None:
     model = LogisticRegression(4)
     x, y = logistic_rows(400, 4, seed)
-    tracker = OnlineEvidence(model, seed=seed, start="laplace")
+    tracker = OnlineEvidence(model, seed=seed, start="laplace", full_batch_rows=1600)
     info = tracker.update(x, y)
     config = LaplaceISSettings(draws=4096, pilot_rows=50, starts=1)
     reference = run_laplace_is(model, Rows(x, y), config, torch.Generator().manual_seed(seed))
@@ -116,8 +121,16 @@ def test_without_a_mode_the_stream_starts_from_the_prior(monkeypatch: pytest.Mon
 def test_label_symmetric_models_always_start_from_the_prior() -> None:
     settings = SGAISSettings(start="laplace")
     assert sgais.kernel(GaussianMixture(2, 2), settings).start_rows == 0
-    assert sgais.kernel(LinearRegression(3), settings).start_rows == settings.full_batch_rows
+    assert sgais.kernel(LinearRegression(3), settings).start_rows == 125  # 500 / 4
     assert sgais.kernel(LinearRegression(3), SGAISSettings()).start_rows == 0
+
+
+@pytest.mark.parametrize(("full_batch_rows", "covered"), [(500, 125), (1830, 458), (3, 1)])
+def test_the_start_covers_a_quarter_of_the_exact_phase_rounded_up(
+    full_batch_rows: int, covered: int
+) -> None:
+    settings = SGAISSettings(start="laplace", full_batch_rows=full_batch_rows)
+    assert sgais.kernel(LinearRegression(3), settings).start_rows == covered
 
 
 def reference_of(dim: int, seed: int) -> GaussianReference:

@@ -317,6 +317,27 @@ def test_a_drifting_streams_change_point_is_re_estimated_and_log_z_stays_exact()
     assert passes == [500, 1000]
 
 
+
+def test_a_gaussian_start_leaves_the_exact_phase_a_path_to_measure_by() -> None:
+    """A first update larger than the exact phase (400 rows, ``full_batch_rows`` 200) started
+    from the Gaussian: the start covers 50 of them (a quarter of the phase), the phase anneals the
+    rest up to row 200 with a ladder of its own, and an i.i.d. stream's later pieces stay shorter
+    than it: nothing is astray. A start covering the whole phase left the measure to the few
+    steps of the one piece after it, and every later piece longer than them re-estimated."""
+    model = LinearRegression(10)
+    g = torch.Generator().manual_seed(4)
+    x = torch.randn(2400, 10, generator=g, dtype=F64)
+    y = x @ torch.randn(10, generator=g, dtype=F64) + torch.randn(2400, generator=g, dtype=F64)
+    tracker = OnlineEvidence(model, seed=4, start="laplace", full_batch_rows=200)
+    first = tracker.update(x[:400], y[:400])
+    exact = int(tracker.state.reestimate.exact_steps)
+    assert first.sub_chunks == 1 + len(list(split_points(50, 350))) and exact >= 10
+    for start in range(400, 2400, 200):
+        info = tracker.update(x[start : start + 200], y[start : start + 200])
+        assert not info.reestimated and info.annealing_steps < exact
+    assert int(tracker.state.reestimate.astray_rows) == 0
+
+
 @pytest.mark.slow
 def test_re_estimates_of_an_astray_cloud_replay_every_row_and_leave_log_z_exact(
     monkeypatch: pytest.MonkeyPatch,
